@@ -1,0 +1,982 @@
+"""Pure-Python twin of ``kafkatx._codec``: the same names, results and exceptions.
+
+It is the reference the compiled module is tested against, and the fallback selected with
+``KAFKATX_NO_EXTENSIONS=1`` (for PyPy, or a platform without a wheel).  Keep it simple and obviously
+right; speed lives in ``_codec.pyx``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import struct
+import time
+
+from . import compression as _compression
+from ._consts import (
+    COMPRESSION_NAMES,
+    CONTROL_FLAG_MASK,
+    DEFAULT_MAX_DECOMPRESSED_SIZE,
+    DELETE_HORIZON_FLAG_MASK,
+    INT32_MAX,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    RECORD_OVERHEAD_V0,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+)
+from .errors import (
+    CorruptRecordError,
+    CrcMismatchError,
+    DecompressedSizeError,
+    InvalidAppendError,
+    InvalidRecordError,
+    KafkaTxError,
+    UnsupportedCompressionError,
+)
+
+BACKEND = "python"
+
+__all__ = [
+    "BACKEND",
+    "crc32c",
+    "Record",
+    "RecordBatch",
+    "BatchIterator",
+    "RecordList",
+    "ReadCommittedFilter",
+    "BatchBuilder",
+    "iter_batches",
+    "decode_records",
+    "increment_sequence",
+    "decrement_sequence",
+]
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header
+_ENTRY = struct.Struct(">qi")
+
+# ----------------------------------------------------------------------------------------- CRC-32C
+_CRC32C_TABLE = []
+for _n in range(256):
+    _c = _n
+    for _ in range(8):
+        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
+    _CRC32C_TABLE.append(_c)
+_CRC32C_TABLE = tuple(_CRC32C_TABLE)
+
+
+def crc32c(data, crc: int = 0) -> int:
+    """CRC-32C (Castagnoli) of a bytes-like object; pass a previous result as ``crc`` to continue it."""
+    table = _CRC32C_TABLE
+    c = (crc ^ 0xFFFFFFFF) & 0xFFFFFFFF
+    for b in memoryview(data).cast("B"):
+        c = table[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def _crc32(data) -> int:
+    import zlib
+
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+# ---------------------------------------------------------------------------------------- sequences
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Kafka's ``DefaultRecordBatch.incrementSequence``: after 2147483647 comes 0."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    if sequence < decrement:
+        return INT32_MAX - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+# ------------------------------------------------------------------------------------------ varints
+def _read_varint(buf, pos: int, end: int, base: int, boffset):
+    """Zigzag int32 varint as Java's ByteUtils.readVarint (lenient about excess bits)."""
+    value = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise InvalidRecordError("truncated varint", base + pos, boffset)
+        b = buf[pos]
+        pos += 1
+        if b & 0x80:
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if shift > 28:
+                raise InvalidRecordError(
+                    "varint is too long, the most significant bit in the 5th byte is set", base + pos - 1, boffset
+                )
+        else:
+            value |= b << shift
+            break
+    value &= 0xFFFFFFFF
+    return (value >> 1) ^ -(value & 1), pos
+
+
+def _read_varlong(buf, pos: int, end: int, base: int, boffset):
+    value = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise InvalidRecordError("truncated varlong", base + pos, boffset)
+        b = buf[pos]
+        pos += 1
+        if b & 0x80:
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if shift > 63:
+                raise InvalidRecordError(
+                    "varlong is too long, the most significant bit in the 10th byte is set", base + pos - 1, boffset
+                )
+        else:
+            value |= b << shift
+            break
+    value &= 0xFFFFFFFFFFFFFFFF
+    return (value >> 1) ^ -(value & 1), pos
+
+
+def _zigzag_varint(out: bytearray, v: int) -> None:
+    u = ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
+    while u >= 0x80:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+
+
+def _varint_size(v: int) -> int:
+    u = ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
+    n = 1
+    while u >= 0x80:
+        u >>= 7
+        n += 1
+    return n
+
+
+# ------------------------------------------------------------------------------------------ records
+class Record:
+    """One record: ``offset, timestamp, key, value, headers`` (+ its producer ``sequence``)."""
+
+    __slots__ = ("offset", "timestamp", "key", "value", "headers", "sequence")
+
+    def __init__(self, offset, timestamp, key, value, headers=(), sequence=-1):
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.sequence = sequence
+
+    def _tuple(self):
+        return (self.offset, self.timestamp, self.key, self.value, self.headers, self.sequence)
+
+    def __eq__(self, other):
+        if not hasattr(other, "sequence") or not hasattr(other, "headers"):
+            return NotImplemented
+        return self._tuple() == (other.offset, other.timestamp, other.key, other.value, other.headers, other.sequence)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return (
+            f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+            f"value={self.value!r}, headers={self.headers!r}, sequence={self.sequence})"
+        )
+
+
+def _decode_v2_records(buf, pos, end, base, batch, out, fetch_offset, limit_offset, skip_control):
+    """Decode ``batch.records_count`` records from buf[pos:end]; ``base`` maps positions to the caller's."""
+    boff = batch.base_offset
+    base_offset = batch.base_offset
+    base_ts = batch.base_timestamp
+    log_append = batch.attributes & TIMESTAMP_TYPE_MASK
+    max_ts = batch.max_timestamp
+    base_seq = batch.base_sequence
+    count = batch.records_count
+    for _ in range(count):
+        if pos >= end:
+            raise InvalidRecordError("incorrect declared batch size, premature EOF reached", base + pos, boff)
+        start = pos
+        length, pos = _read_varint(buf, pos, end, base, boff)
+        body = pos
+        if length < 0 or length > end - pos:
+            raise InvalidRecordError(
+                f"invalid record size: expected {length} bytes in record payload, "
+                f"but the buffer has only {end - pos} remaining bytes",
+                base + start,
+                boff,
+            )
+        rend = pos + length
+        pos += 1  # attributes: no bits defined, ignored
+        ts_delta, pos = _read_varlong(buf, pos, rend, base, boff)
+        off_delta, pos = _read_varint(buf, pos, rend, base, boff)
+        klen, pos = _read_varint(buf, pos, rend, base, boff)
+        if klen >= 0:
+            if klen > rend - pos:
+                raise InvalidRecordError("found invalid record structure: key runs past the record", base + pos, boff)
+            key = bytes(buf[pos : pos + klen])
+            pos += klen
+        else:
+            key = None
+        vlen, pos = _read_varint(buf, pos, rend, base, boff)
+        if vlen >= 0:
+            if vlen > rend - pos:
+                raise InvalidRecordError(
+                    "found invalid record structure: value runs past the record", base + pos, boff
+                )
+            value = bytes(buf[pos : pos + vlen])
+            pos += vlen
+        else:
+            value = None
+        hcount, pos = _read_varint(buf, pos, rend, base, boff)
+        if hcount < 0 or hcount > rend - pos:
+            raise InvalidRecordError(f"found invalid number of record headers {hcount}", base + pos, boff)
+        if hcount:
+            hs = []
+            for _h in range(hcount):
+                hklen, pos = _read_varint(buf, pos, rend, base, boff)
+                if hklen < 0:
+                    raise InvalidRecordError("invalid negative header key size", base + pos, boff)
+                if hklen > rend - pos:
+                    raise InvalidRecordError("header key runs past the record", base + pos, boff)
+                hkey = bytes(buf[pos : pos + hklen]).decode("utf-8", "surrogateescape")
+                pos += hklen
+                hvlen, pos = _read_varint(buf, pos, rend, base, boff)
+                if hvlen >= 0:
+                    if hvlen > rend - pos:
+                        raise InvalidRecordError("header value runs past the record", base + pos, boff)
+                    hval = bytes(buf[pos : pos + hvlen])
+                    pos += hvlen
+                else:
+                    hval = None
+                hs.append((hkey, hval))
+            headers = tuple(hs)
+        else:
+            headers = ()
+        if pos != rend:
+            raise InvalidRecordError(
+                f"invalid record size: expected to read {length} bytes in record payload, but instead read "
+                f"{pos - body}",
+                base + start,
+                boff,
+            )
+        offset = base_offset + off_delta
+        if skip_control or offset < fetch_offset or offset >= limit_offset:
+            continue
+        ts = max_ts if log_append else base_ts + ts_delta
+        seq = increment_sequence(base_seq, off_delta) if base_seq >= 0 else -1
+        out.append(Record(offset, ts, key, value, headers, seq))
+    if pos != end:
+        raise InvalidRecordError(
+            "incorrect declared batch size, records still remaining in file", base + pos, boff
+        )
+
+
+# ------------------------------------------------------------------------------------------ batches
+def _check_codec(cid, position, base_offset):
+    if cid > 4:
+        raise UnsupportedCompressionError(f"unknown compression type id {cid}", position, base_offset)
+
+
+class RecordBatch:
+    """One entry of a log: a v2 record batch, or a legacy (magic 0/1) message or compressed wrapper."""
+
+    __slots__ = (
+        "_buf", "position", "size_in_bytes", "magic", "base_offset", "last_offset_delta",
+        "partition_leader_epoch", "crc", "attributes", "base_timestamp", "max_timestamp",
+        "producer_id", "producer_epoch", "base_sequence", "records_count", "_max_decompressed",
+        "_legacy_records", "_legacy_last_offset",
+    )  # fmt: skip
+
+    def __init__(self, buf, position, size, max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE):
+        self._buf = buf
+        self.position = position
+        self.size_in_bytes = size
+        self._max_decompressed = max_decompressed_size
+        self._legacy_records = None
+        magic = struct.unpack_from(">b", buf, position + 16)[0]
+        self.magic = magic
+        if magic >= 2:
+            if size < RECORD_BATCH_OVERHEAD:
+                raise CorruptRecordError(
+                    f"record batch size {size} is smaller than the minimum {RECORD_BATCH_OVERHEAD}", position
+                )
+            (
+                self.base_offset, _length, self.partition_leader_epoch, _magic, self.crc, attributes,
+                self.last_offset_delta, self.base_timestamp, self.max_timestamp, self.producer_id,
+                self.producer_epoch, self.base_sequence, self.records_count,
+            ) = _HEADER.unpack_from(buf, position)  # fmt: skip
+            self.attributes = attributes & 0xFFFF
+            _check_codec(attributes & 0x07, position + 21, self.base_offset)
+            if self.records_count < 0:
+                raise InvalidRecordError(
+                    f"found invalid record count {self.records_count}", position + 57, self.base_offset
+                )
+        else:
+            self._init_legacy(buf, position, size, magic)
+
+    # -- legacy ------------------------------------------------------------------------------------
+    def _init_legacy(self, buf, position, size, magic):
+        offset, _ = _ENTRY.unpack_from(buf, position)
+        self.base_offset = offset
+        self._legacy_last_offset = offset
+        self.partition_leader_epoch = -1
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        self.crc = struct.unpack_from(">I", buf, position + 12)[0]
+        self.attributes = buf[position + 17]
+        overhead = 22 if magic == 1 else 14
+        if size - LOG_OVERHEAD < overhead:
+            raise CorruptRecordError(
+                f"legacy message size {size - LOG_OVERHEAD} is smaller than the minimum {overhead}",
+                position,
+                offset,
+            )
+        ts = struct.unpack_from(">q", buf, position + 18)[0] if magic == 1 else -1
+        self.base_timestamp = ts
+        self.max_timestamp = ts
+        self.last_offset_delta = 0
+        cid = self.attributes & 0x07
+        if cid > 3:
+            raise UnsupportedCompressionError(
+                f"invalid legacy compression type id {cid}", position + 17, offset
+            )
+        self.records_count = 1
+        if cid:
+            # a compressed wrapper: decode its inner messages now (legacy data is small and rare)
+            records = self._legacy_inner(buf, position, size, magic, cid)
+            self._legacy_records = records
+            self.records_count = len(records)
+            self.base_offset = records[0].offset
+            self.last_offset_delta = offset - self.base_offset
+
+    def _legacy_message(self, buf, pos, end, base):
+        """Parse one legacy message at buf[pos:end] (after the 12-byte entry header)."""
+        magic = buf[pos + 4]
+        attrs = buf[pos + 5]
+        p = pos + 6
+        ts = -1
+        if magic == 1:
+            ts = struct.unpack_from(">q", buf, p)[0]
+            p += 8
+        parts = []
+        for what in ("key", "value"):
+            if end - p < 4:
+                raise CorruptRecordError(f"legacy message {what} length runs past the message", base + p)
+            (n,) = struct.unpack_from(">i", buf, p)
+            p += 4
+            if n < 0:
+                parts.append(None)
+                continue
+            if n > end - p:
+                raise CorruptRecordError(f"legacy message {what} runs past the message", base + p)
+            parts.append(bytes(buf[p : p + n]))
+            p += n
+        if p != end:
+            raise CorruptRecordError("legacy message has bytes after its value", base + p)
+        return magic, attrs, ts, parts[0], parts[1]
+
+    def _legacy_inner(self, buf, position, size, magic, cid):
+        end = position + size
+        _m, _a, wrapper_ts, _key, value = self._legacy_message(buf, position + 12, end, 0)
+        wrapper_offset = self.base_offset
+        if value is None:
+            raise CorruptRecordError("compressed legacy wrapper has a null value", position, wrapper_offset)
+        try:
+            inner = _compression.decompress(cid, value, self._max_decompressed, magic)
+        except KafkaTxError as exc:
+            raise type(exc)(f"{exc.reason} (legacy wrapper payload)", position, wrapper_offset) from None
+        entries = []
+        p = 0
+        n = len(inner)
+        while p < n:
+            if n - p < LOG_OVERHEAD:
+                raise CorruptRecordError("truncated inner legacy entry in compressed wrapper", position, wrapper_offset)
+            off, isize = _ENTRY.unpack_from(inner, p)
+            if isize < RECORD_OVERHEAD_V0 or isize > n - p - LOG_OVERHEAD:
+                raise CorruptRecordError(
+                    f"invalid inner legacy entry size {isize} in compressed wrapper", position, wrapper_offset
+                )
+            mstart = p + LOG_OVERHEAD
+            mend = mstart + isize
+            imagic = inner[mstart + 4]
+            if imagic != magic:
+                raise CorruptRecordError(
+                    f"inner legacy message magic {imagic} differs from wrapper magic {magic}", position, wrapper_offset
+                )
+            if inner[mstart + 5] & 0x07:
+                raise CorruptRecordError("nested compression in a legacy wrapper", position, wrapper_offset)
+            stored = struct.unpack_from(">I", inner, mstart)[0]
+            if _crc32(inner[mstart + 4 : mend]) != stored:
+                raise CrcMismatchError(
+                    f"inner legacy message CRC mismatch (stored crc = {stored})", position, wrapper_offset
+                )
+            _im, _ia, its, key, val = self._legacy_message(inner, mstart, mend, 0)
+            entries.append((off, its, key, val))
+            p = mend
+        if not entries:
+            raise CorruptRecordError("compressed legacy wrapper holds no messages", position, wrapper_offset)
+        log_append = magic == 1 and self.attributes & TIMESTAMP_TYPE_MASK
+        if magic == 1 and wrapper_offset != 0:
+            last_rel = entries[-1][0]
+            shift = wrapper_offset - last_rel
+        else:
+            shift = 0
+        return [
+            Record(off + shift, wrapper_ts if log_append else its, key, val, (), -1)
+            for off, its, key, val in entries
+        ]
+
+    # -- derived fields ----------------------------------------------------------------------------
+    @property
+    def last_offset(self) -> int:
+        if self.magic < 2:
+            return self._legacy_last_offset
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def compression(self) -> str:
+        return COMPRESSION_NAMES[self.attributes & 0x07]
+
+    @property
+    def timestamp_type(self) -> str:
+        if self.magic == 0:
+            return "no_timestamp_type"
+        return "log_append_time" if self.attributes & TIMESTAMP_TYPE_MASK else "create_time"
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.magic >= 2 and bool(self.attributes & TRANSACTIONAL_FLAG_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return self.magic >= 2 and bool(self.attributes & CONTROL_FLAG_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return self.magic >= 2 and bool(self.attributes & DELETE_HORIZON_FLAG_MASK)
+
+    @property
+    def delete_horizon_ms(self):
+        return self.base_timestamp if self.has_delete_horizon else None
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == -1:
+            return -1
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
+
+    # -- CRC ---------------------------------------------------------------------------------------
+    def compute_crc(self) -> int:
+        start = self.position
+        end = start + self.size_in_bytes
+        if self.magic >= 2:
+            return crc32c(memoryview(self._buf)[start + 21 : end])
+        return _crc32(memoryview(self._buf)[start + 16 : end])
+
+    @property
+    def is_valid(self) -> bool:
+        return self.compute_crc() == self.crc
+
+    def validate_crc(self) -> None:
+        computed = self.compute_crc()
+        if computed != self.crc:
+            raise CrcMismatchError(
+                f"record is corrupt (stored crc = {self.crc}, computed crc = {computed})",
+                self.position,
+                self.base_offset,
+            )
+
+    def tobytes(self) -> bytes:
+        return bytes(memoryview(self._buf)[self.position : self.position + self.size_in_bytes])
+
+    # -- records -----------------------------------------------------------------------------------
+    def _decode_into(self, out, fetch_offset=-(1 << 63), limit_offset=1 << 63, skip_control=False):
+        if self.magic < 2:
+            self._legacy_into(out, fetch_offset, limit_offset)
+            return
+        if self.records_count == 0:
+            return  # an empty (cleaned) batch: never look at its payload
+        start = self.position + RECORD_BATCH_OVERHEAD
+        end = self.position + self.size_in_bytes
+        cid = self.attributes & 0x07
+        if cid == 0:
+            _decode_v2_records(self._buf, start, end, 0, self, out, fetch_offset, limit_offset, skip_control)
+            return
+        payload = self._inflate(start, end, cid)
+        _decode_v2_records(payload, 0, len(payload), start, self, out, fetch_offset, limit_offset, skip_control)
+
+    def _inflate(self, start, end, cid):
+        try:
+            return _compression.decompress(cid, memoryview(self._buf)[start:end], self._max_decompressed, 2)
+        except (CorruptRecordError, DecompressedSizeError) as exc:
+            raise type(exc)(f"{exc.reason} (compressed payload)", start, self.base_offset) from None
+
+    def _legacy_into(self, out, fetch_offset, limit_offset):
+        if self._legacy_records is not None:
+            recs = self._legacy_records
+        else:
+            p = self.position
+            _m, _a, ts, key, value = self._legacy_message(self._buf, p + 12, p + self.size_in_bytes, 0)
+            recs = [Record(self._legacy_last_offset, ts, key, value, (), -1)]
+        for r in recs:
+            if fetch_offset <= r.offset < limit_offset:
+                out.append(r)
+
+    def records(self) -> list:
+        out = []
+        self._decode_into(out)
+        return out
+
+    def __iter__(self):
+        return iter(self.records())
+
+    def first_control_type(self) -> int:
+        """Type of the first control record (0 ABORT, 1 COMMIT, ...), or -1 if not a marker batch."""
+        if not self.is_control or self.records_count == 0:
+            return -1
+        out = []
+        self._decode_into(out)
+        key = out[0].key
+        if key is None or len(key) < 4:
+            raise InvalidRecordError("control record key is shorter than 4 bytes", self.position, self.base_offset)
+        version, ctype = struct.unpack_from(">hh", key)
+        if version < 0:
+            raise InvalidRecordError(
+                f"invalid version {version} of control record key, may indicate data corruption",
+                self.position,
+                self.base_offset,
+            )
+        return ctype
+
+    def __repr__(self):
+        return (
+            f"RecordBatch(position={self.position}, base_offset={self.base_offset}, "
+            f"last_offset={self.last_offset}, magic={self.magic}, records_count={self.records_count}, "
+            f"compression={self.compression!r}, producer_id={self.producer_id}, "
+            f"producer_epoch={self.producer_epoch}, base_sequence={self.base_sequence}, "
+            f"is_transactional={self.is_transactional}, is_control={self.is_control})"
+        )
+
+
+class BatchIterator:
+    """Iterates the entries of a buffer; ``valid_bytes``/``trailing_bytes`` tell where it stopped."""
+
+    __slots__ = ("_buf", "_view", "_pos", "_end", "_verify", "_max", "_done")
+
+    def __init__(self, data, verify_crc=True, max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE):
+        view = memoryview(data)
+        if view.ndim != 1 or view.itemsize != 1:
+            view = view.cast("B")
+        self._view = view
+        self._buf = view
+        self._pos = 0
+        self._end = len(view)
+        self._verify = verify_crc
+        self._max = max_decompressed_size
+        self._done = False
+
+    @property
+    def valid_bytes(self) -> int:
+        """Bytes of complete entries returned so far."""
+        return self._pos
+
+    @property
+    def trailing_bytes(self) -> int:
+        """Bytes after the last complete entry (a truncated tail, once iteration stopped)."""
+        return self._end - self._pos
+
+    @property
+    def position(self) -> int:
+        return self._pos
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> RecordBatch:
+        if self._done:
+            raise StopIteration
+        buf = self._buf
+        pos = self._pos
+        left = self._end - pos
+        if left < LOG_OVERHEAD:
+            self._done = True
+            raise StopIteration
+        size = struct.unpack_from(">i", buf, pos + 8)[0]
+        if size < RECORD_OVERHEAD_V0:
+            raise CorruptRecordError(
+                f"record size {size} is less than the minimum record overhead ({RECORD_OVERHEAD_V0})", pos
+            )
+        if left < 17:
+            self._done = True
+            raise StopIteration
+        magic = struct.unpack_from(">b", buf, pos + 16)[0]
+        if magic < 0 or magic > 2:
+            raise CorruptRecordError(f"invalid magic found in record: {magic}", pos + 16)
+        total = size + LOG_OVERHEAD
+        if left < total:
+            self._done = True
+            raise StopIteration
+        batch = RecordBatch(buf, pos, total, self._max)
+        if self._verify:
+            batch.validate_crc()
+        self._pos = pos + total
+        return batch
+
+
+def iter_batches(data, *, verify_crc: bool = True, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE):
+    """Iterate the batches in ``data`` (bytes, bytearray, memoryview, mmap) without copying it."""
+    return BatchIterator(data, verify_crc, max_decompressed_size)
+
+
+# --------------------------------------------------------------------------------- read_committed
+class RecordList(list):
+    """A list of records plus where the read ended.
+
+    ``next_offset`` is the offset to fetch next (past control records, aborted and compacted-away
+    offsets); ``None`` if no batch was read.  ``valid_bytes`` counts the bytes of complete batches read,
+    ``trailing_bytes`` the bytes after them (a truncated tail).
+    """
+
+    __slots__ = ("next_offset", "valid_bytes", "trailing_bytes")
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.next_offset = None
+        self.valid_bytes = 0
+        self.trailing_bytes = 0
+
+    def __repr__(self):
+        return (
+            f"RecordList({list.__repr__(self)}, next_offset={self.next_offset}, "
+            f"valid_bytes={self.valid_bytes}, trailing_bytes={self.trailing_bytes})"
+        )
+
+
+def _isolation_flag(isolation) -> bool:
+    if isolation == "read_committed":
+        return True
+    if isolation == "read_uncommitted":
+        return False
+    raise ValueError(f"isolation must be 'read_committed' or 'read_uncommitted', got {isolation!r}")
+
+
+class ReadCommittedFilter:
+    """Kafka's consumer visibility rules, carried across successive chunks of one partition.
+
+    Feed it the record bytes of one partition in order (consecutive Fetch responses, or a segment in
+    arbitrary pieces); an incomplete batch at the end of a chunk is kept and completed by the next one.
+    """
+
+    def __init__(
+        self,
+        aborted_transactions=None,
+        *,
+        isolation: str = "read_committed",
+        last_stable_offset=None,
+        fetch_offset=None,
+        verify_crc: bool = True,
+        max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    ):
+        self._committed = _isolation_flag(isolation)
+        self._heap = []
+        self._seen = set()
+        self._aborted_pids = set()
+        self.last_stable_offset = last_stable_offset
+        self.next_offset = fetch_offset
+        self._fetch_offset = -(1 << 63) if fetch_offset is None else fetch_offset
+        self._verify = verify_crc
+        self._max = max_decompressed_size
+        self._pending = b""
+        if aborted_transactions:
+            self.add_aborted_transactions(aborted_transactions)
+
+    def add_aborted_transactions(self, aborted_transactions) -> None:
+        """Add ``(producer_id, first_offset)`` pairs, in any order (duplicates are ignored)."""
+        if not self._committed:
+            return  # under read_uncommitted the list is ignored, as Kafka's consumer does
+        for entry in aborted_transactions:
+            pid, first = int(entry[0]), int(entry[1])
+            if (pid, first) in self._seen:
+                continue
+            self._seen.add((pid, first))
+            heapq.heappush(self._heap, (first, pid))
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of an incomplete batch held back until the next chunk completes it."""
+        return len(self._pending)
+
+    def feed(self, data) -> RecordList:
+        """Decode one chunk; returns the visible records (``next_offset`` tells where to go on)."""
+        if self._pending:
+            data = self._pending + bytes(data)
+        out = RecordList()
+        it = BatchIterator(data, self._verify, self._max)
+        lso = self.last_stable_offset if self._committed else None
+        limit = (1 << 63) if lso is None else lso
+        for batch in it:
+            if batch.base_offset >= limit:
+                it._pos -= batch.size_in_bytes
+                break
+            self._process(batch, out, limit)
+        consumed = it.valid_bytes
+        self._pending = bytes(memoryview(data)[consumed:]) if consumed < len(data) else b""
+        out.valid_bytes = consumed
+        out.trailing_bytes = len(data) - consumed
+        out.next_offset = self.next_offset
+        return out
+
+    def _process(self, batch, out, limit):
+        last = batch.last_offset
+        if self._committed and batch.producer_id >= 0:
+            heap = self._heap
+            while heap and heap[0][0] <= last:
+                self._aborted_pids.add(heapq.heappop(heap)[1])
+            if batch.is_control:
+                if batch.first_control_type() == 0:
+                    self._aborted_pids.discard(batch.producer_id)
+            elif batch.is_transactional and batch.producer_id in self._aborted_pids:
+                self._advance(min(last + 1, limit))
+                return
+        if batch.is_control:
+            self._advance(min(last + 1, limit))
+            return
+        start = len(out)
+        batch._decode_into(out, self._fetch_offset, limit, False)
+        if len(out) > start:
+            self._advance(out[-1].offset + 1)
+        self._advance(min(last + 1, limit))
+
+    def _advance(self, offset):
+        if self.next_offset is None or offset > self.next_offset:
+            self.next_offset = offset
+
+
+def decode_records(
+    data,
+    *,
+    isolation: str = "read_uncommitted",
+    aborted_transactions=None,
+    last_stable_offset=None,
+    fetch_offset=None,
+    verify_crc: bool = True,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> RecordList:
+    """All visible data records of all batches in ``data``, as Kafka's consumer would return them.
+
+    Control records are never returned.  Under ``read_committed``, records of aborted transactions
+    (``aborted_transactions`` as ``(producer_id, first_offset)`` pairs, any order) and records at or
+    beyond ``last_stable_offset`` are hidden.  A truncated final batch is left out and counted in
+    ``trailing_bytes``.
+    """
+    f = ReadCommittedFilter(
+        aborted_transactions,
+        isolation=isolation,
+        last_stable_offset=last_stable_offset,
+        fetch_offset=fetch_offset,
+        verify_crc=verify_crc,
+        max_decompressed_size=max_decompressed_size,
+    )
+    return f.feed(data)
+
+
+# -------------------------------------------------------------------------------------------- encode
+_TIMESTAMP_TYPES = {"create_time": 0, "log_append_time": TIMESTAMP_TYPE_MASK}
+
+
+class BatchBuilder:
+    """Builds one v2 record batch, byte for byte as Kafka's ``MemoryRecordsBuilder`` does."""
+
+    def __init__(
+        self,
+        *,
+        base_offset: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        transactional: bool = False,
+        compression="none",
+        compression_level=None,
+        timestamp_type: str = "create_time",
+        partition_leader_epoch: int = -1,
+        log_append_time=None,
+        delete_horizon_ms=None,
+    ):
+        _check_builder_args(
+            base_offset, producer_id, producer_epoch, base_sequence, transactional, partition_leader_epoch,
+            delete_horizon_ms,
+        )  # fmt: skip
+        if timestamp_type not in _TIMESTAMP_TYPES:
+            raise InvalidAppendError(
+                f"timestamp_type must be 'create_time' or 'log_append_time', got {timestamp_type!r}"
+            )
+        self._cid = _compression.codec_id(compression)
+        self._level = compression_level
+        self.base_offset = base_offset
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.transactional = bool(transactional)
+        self.partition_leader_epoch = partition_leader_epoch
+        self._ts_type = _TIMESTAMP_TYPES[timestamp_type]
+        if self._ts_type and log_append_time is None:
+            log_append_time = int(time.time() * 1000)
+        self.log_append_time = log_append_time
+        self.delete_horizon_ms = delete_horizon_ms
+        self._records = bytearray()
+        self._count = 0
+        self._last_offset = None
+        self._first_ts = None
+        self._max_ts = -1
+        if delete_horizon_ms is not None:
+            self._first_ts = delete_horizon_ms
+
+    @property
+    def records_count(self) -> int:
+        return self._count
+
+    @property
+    def last_offset(self):
+        return self._last_offset
+
+    def size_in_bytes(self) -> int:
+        """Size of the batch if built now, before compression."""
+        return RECORD_BATCH_OVERHEAD + len(self._records) if self._count else 0
+
+    def append(self, value, key=None, *, timestamp=None, headers=(), offset=None) -> int:
+        """Append one record; returns its offset."""
+        if offset is None:
+            offset = self.base_offset if self._last_offset is None else self._last_offset + 1
+        else:
+            offset = int(offset)
+            if self._last_offset is not None and offset <= self._last_offset:
+                raise InvalidAppendError(
+                    f"illegal offset {offset} following previous offset {self._last_offset} "
+                    "(offsets must increase monotonically)"
+                )
+            if offset < self.base_offset:
+                raise InvalidAppendError(f"offset {offset} is below the batch base offset {self.base_offset}")
+        delta = offset - self.base_offset
+        if delta > INT32_MAX:
+            raise InvalidAppendError(f"offset {offset} is more than 2^31-1 past the base offset")
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        else:
+            timestamp = int(timestamp)
+            if timestamp < 0 and timestamp != -1:
+                raise InvalidAppendError(f"invalid negative timestamp {timestamp}")
+        if self._count == INT32_MAX:
+            raise InvalidAppendError("a batch holds at most 2^31-1 records")
+        if self._first_ts is None:
+            self._first_ts = timestamp
+        ts_delta = timestamp - self._first_ts
+        body = bytearray(b"\x00")
+        _zigzag_varint(body, ts_delta)
+        _zigzag_varint(body, delta)
+        _append_bytes(body, key, "key")
+        _append_bytes(body, value, "value")
+        hs = list(headers) if headers else ()
+        _zigzag_varint(body, len(hs))
+        for h in hs:
+            try:
+                hk, hv = h
+            except (TypeError, ValueError):
+                raise InvalidAppendError(f"a header must be a (key, value) pair, got {h!r}") from None
+            if hk is None:
+                raise InvalidAppendError("invalid null header key found in headers")
+            if isinstance(hk, str):
+                hk = hk.encode("utf-8", "surrogateescape")
+            _append_bytes(body, hk, "header key")
+            _append_bytes(body, hv, "header value")
+        if len(body) > INT32_MAX:
+            raise InvalidAppendError("record larger than 2^31-1 bytes")
+        rec = self._records
+        _zigzag_varint(rec, len(body))
+        rec += body
+        if len(rec) + RECORD_BATCH_OVERHEAD > INT32_MAX:
+            del rec[len(rec) - len(body) - _varint_size(len(body)) :]
+            raise InvalidAppendError("batch larger than 2^31-1 bytes")
+        self._count += 1
+        self._last_offset = offset
+        if timestamp > self._max_ts:
+            self._max_ts = timestamp
+        return offset
+
+    def build(self) -> bytes:
+        """The finished batch (empty bytes if nothing was appended, as Kafka returns an empty set)."""
+        if not self._count:
+            return b""
+        payload = self._records if self._cid == 0 else _compression.compress(self._cid, self._records, self._level)
+        return _write_batch(
+            self.base_offset,
+            self.partition_leader_epoch,
+            self._cid | self._ts_type | (TRANSACTIONAL_FLAG_MASK if self.transactional else 0)
+            | (DELETE_HORIZON_FLAG_MASK if self.delete_horizon_ms is not None else 0),
+            self._last_offset - self.base_offset,
+            self._first_ts,
+            self.log_append_time if self._ts_type else self._max_ts,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self._count,
+            payload,
+        )
+
+
+def _append_bytes(out: bytearray, data, what: str) -> None:
+    if data is None:
+        out.append(0x01)  # zigzag(-1)
+        return
+    if isinstance(data, str):
+        raise InvalidAppendError(f"{what} must be bytes-like or None, not str (encode it first)")
+    try:
+        mv = memoryview(data)
+    except TypeError:
+        raise InvalidAppendError(f"{what} must be bytes-like or None, got {type(data).__name__}") from None
+    n = mv.nbytes
+    _zigzag_varint(out, n)
+    out += mv.cast("B") if mv.ndim != 1 or mv.itemsize != 1 else mv
+
+
+def _check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional, leader_epoch,
+                        delete_horizon_ms):  # fmt: skip
+    for name, v, lo, hi in (
+        ("base_offset", base_offset, 0, (1 << 63) - 1),
+        ("producer_id", producer_id, -(1 << 63), (1 << 63) - 1),
+        ("producer_epoch", producer_epoch, -(1 << 15), (1 << 15) - 1),
+        ("base_sequence", base_sequence, -(1 << 31), INT32_MAX),
+        ("partition_leader_epoch", leader_epoch, -(1 << 31), INT32_MAX),
+    ):
+        if not isinstance(v, int) or not lo <= v <= hi:
+            raise InvalidAppendError(f"{name} must be an integer in [{lo}, {hi}], got {v!r}")
+    if transactional and producer_id < 0:
+        raise InvalidAppendError("cannot write transactional messages without a valid producer id")
+    if producer_id >= 0:
+        if producer_epoch < 0:
+            raise InvalidAppendError(f"invalid negative producer epoch {producer_epoch}")
+        if base_sequence < 0:
+            raise InvalidAppendError(f"invalid negative sequence number {base_sequence}")
+    if delete_horizon_ms is not None and (not isinstance(delete_horizon_ms, int) or delete_horizon_ms < 0):
+        raise InvalidAppendError(f"delete_horizon_ms must be a non-negative integer, got {delete_horizon_ms!r}")
+
+
+def _write_batch(base_offset, leader_epoch, attributes, last_offset_delta, base_ts, max_ts, producer_id,
+                 producer_epoch, base_sequence, count, payload) -> bytes:  # fmt: skip
+    length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload)
+    out = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
+    _HEADER.pack_into(
+        out, 0, base_offset, length, leader_epoch, 2, 0, attributes, last_offset_delta, base_ts, max_ts,
+        producer_id, producer_epoch, base_sequence, count,
+    )  # fmt: skip
+    out[RECORD_BATCH_OVERHEAD:] = payload
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)

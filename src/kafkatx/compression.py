@@ -1,0 +1,419 @@
+"""Compression codecs of Kafka record batches, read and write, with a bound on inflation.
+
+Both backends call these functions; the codecs themselves come from well-kept packages
+(``zlib``, ``cramjam`` for snappy, ``lz4``, ``zstandard``).  What lives here is Kafka's framing:
+
+* gzip: RFC 1952, concatenated members accepted (``GZIPInputStream``).
+* snappy: xerial framing (``\\x82SNAPPY\\0`` + version + compat + BE-length-prefixed raw blocks,
+  headers may repeat) as Java writes it, or one raw snappy block as librdkafka writes it.
+  We write xerial framing with 32 KiB chunks, as snappy-java does.
+* lz4: one LZ4 frame with independent blocks (Kafka rejects linked blocks).  For magic v0 the header
+  checksum is the pre-KIP-57 broken variant; it is repaired before decoding, as librdkafka does.
+* zstd: one or more frames, with or without a content size; skippable frames are skipped.
+
+Every decompressor stops at ``max_size`` bytes of output and raises :class:`DecompressedSizeError`
+instead of growing further, so a small compressed payload can never make us allocate without bound.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from ._consts import COMPRESSION_IDS, COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
+from .errors import DecompressedSizeError, DecompressionError, UnsupportedCompressionError
+
+__all__ = ["compress", "decompress", "codec_id", "codec_name", "DEFAULT_MAX_DECOMPRESSED_SIZE"]
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+XERIAL_BLOCK_SIZE = 32 * 1024
+
+LZ4_MAGIC = b"\x04\x22\x4d\x18"
+ZSTD_MAGIC = 0xFD2FB528
+ZSTD_MAX_WINDOW = 1 << 27  # libzstd's default decoder limit, which Kafka does not raise
+ZSTD_BLOCK_MAX = 128 * 1024
+
+
+def codec_id(name: str | int | None) -> int:
+    """Map ``"none" | "gzip" | "snappy" | "lz4" | "zstd"`` (or an id 0-4) to Kafka's compression id."""
+    if name is None:
+        return NONE
+    if isinstance(name, int) and not isinstance(name, bool):
+        if 0 <= name <= 4:
+            return name
+        raise UnsupportedCompressionError(f"unknown compression type id {name}")
+    try:
+        return COMPRESSION_IDS[str(name).lower()]
+    except KeyError:
+        raise UnsupportedCompressionError(
+            f"unknown compression {name!r}; expected one of {', '.join(COMPRESSION_NAMES)}"
+        ) from None
+
+
+def codec_name(cid: int) -> str:
+    if 0 <= cid <= 4:
+        return COMPRESSION_NAMES[cid]
+    raise UnsupportedCompressionError(f"unknown compression type id {cid}")
+
+
+def _import(module: str, codec: str):
+    try:
+        return __import__(module, fromlist=["_"])
+    except ImportError as exc:  # pragma: no cover - these are declared dependencies
+        raise UnsupportedCompressionError(
+            f"{codec} compression needs the {module.split('.')[0]!r} package: pip install {module.split('.')[0]}"
+        ) from exc
+
+
+def _too_big(max_size: int) -> DecompressedSizeError:
+    return DecompressedSizeError(
+        f"decompressed payload exceeds max_decompressed_size={max_size} bytes; "
+        "raise the limit if the data is trusted"
+    )
+
+
+# --------------------------------------------------------------------------------------------- gzip
+def _gunzip(data, max_size: int) -> bytes:
+    out = []
+    total = 0
+    buf = bytes(data)
+    while True:
+        d = zlib.decompressobj(wbits=31)
+        try:
+            while True:
+                chunk = d.decompress(buf, max_size + 1 - total)
+                total += len(chunk)
+                if total > max_size:
+                    raise _too_big(max_size)
+                out.append(chunk)
+                if d.eof or not d.unconsumed_tail:
+                    break
+                buf = d.unconsumed_tail
+        except zlib.error as exc:
+            raise DecompressionError(f"invalid gzip payload: {exc}") from None
+        if not d.eof:
+            raise DecompressionError("truncated gzip payload: the stream ends before its trailer")
+        rest = d.unused_data
+        # GZIPInputStream reads a following member only if it starts with the gzip magic
+        if len(rest) >= 2 and rest[0] == 0x1F and rest[1] == 0x8B:
+            buf = rest
+            continue
+        return b"".join(out)
+
+
+def _gzip(data, level: int | None) -> bytes:
+    lvl = -1 if level is None else level
+    if not (lvl == -1 or 1 <= lvl <= 9):
+        raise ValueError(f"gzip compression level must be 1..9, got {level}")
+    # mtime 0 and no file name, like java.util.zip.GZIPOutputStream
+    c = zlib.compressobj(lvl, zlib.DEFLATED, 31)
+    return c.compress(data) + c.flush()
+
+
+# ------------------------------------------------------------------------------------------- snappy
+def _uvarint_prefix(block, pos: int) -> int:
+    """The uncompressed length that starts a raw snappy block (uvarint, at most 5 bytes)."""
+    value = 0
+    shift = 0
+    for i in range(5):
+        if pos + i >= len(block):
+            break
+        b = block[pos + i]
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value
+        shift += 7
+    raise DecompressionError("invalid snappy block: bad uncompressed-length prefix")
+
+
+def _unsnappy_raw(snappy, block, budget: int, max_size: int) -> bytes:
+    if len(block) == 0:
+        raise DecompressionError("empty snappy block")
+    n = _uvarint_prefix(block, 0)
+    if n > budget:
+        raise _too_big(max_size)
+    try:
+        return bytes(snappy.decompress_raw(bytes(block)))
+    except Exception as exc:  # cramjam raises its own DecompressionError type
+        raise DecompressionError(f"invalid snappy payload: {exc}") from None
+
+
+def _unsnappy(data, max_size: int) -> bytes:
+    snappy = _import("cramjam", "snappy").snappy
+    mv = memoryview(data)
+    if len(mv) < 16 or bytes(mv[:8]) != XERIAL_MAGIC:
+        # librdkafka (and snappy-java's reader for unframed input): the whole payload is one raw block
+        return _unsnappy_raw(snappy, mv, max_size, max_size)
+    out = []
+    total = 0
+    pos = 16
+    end = len(mv)
+    while pos < end:
+        if end - pos >= 8 and bytes(mv[pos : pos + 8]) == XERIAL_MAGIC:
+            if end - pos < 16:
+                raise DecompressionError(f"truncated xerial snappy header at payload byte {pos}")
+            pos += 16  # concatenated stream: a header where a chunk length was expected
+            continue
+        if end - pos < 4:
+            raise DecompressionError(f"truncated xerial snappy chunk length at payload byte {pos}")
+        (n,) = struct.unpack_from(">i", mv, pos)
+        if n < 0 or n > end - pos - 4:
+            raise DecompressionError(
+                f"xerial snappy chunk at payload byte {pos} declares {n} bytes, {end - pos - 4} remain"
+            )
+        chunk = _unsnappy_raw(snappy, mv[pos + 4 : pos + 4 + n], max_size - total, max_size)
+        total += len(chunk)
+        out.append(chunk)
+        pos += 4 + n
+    return b"".join(out)
+
+
+def _snappy(data) -> bytes:
+    snappy = _import("cramjam", "snappy").snappy
+    mv = memoryview(data)
+    parts = [XERIAL_HEADER]
+    for start in range(0, len(mv), XERIAL_BLOCK_SIZE):
+        block = bytes(snappy.compress_raw(bytes(mv[start : start + XERIAL_BLOCK_SIZE])))
+        parts.append(struct.pack(">i", len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------- lz4
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def _xxh32_short(data: bytes, seed: int = 0) -> int:
+    """xxHash32 of fewer than 16 bytes (all an LZ4 frame descriptor ever needs)."""
+    n = len(data)
+    assert n < 16
+    h = (seed + _P5 + n) & _M32
+    i = 0
+    while i + 4 <= n:
+        (k,) = struct.unpack_from("<I", data, i)
+        h = (_rotl((h + k * _P3) & _M32, 17) * _P4) & _M32
+        i += 4
+    while i < n:
+        h = (_rotl((h + data[i] * _P5) & _M32, 11) * _P1) & _M32
+        i += 1
+    h ^= h >> 15
+    h = (h * _P2) & _M32
+    h ^= h >> 13
+    h = (h * _P3) & _M32
+    h ^= h >> 16
+    return h
+
+
+def _lz4_check_header(mv, magic: int) -> bytes | None:
+    """Kafka's Lz4BlockInputStream header checks; returns a repaired header for magic v0, else None."""
+    if len(mv) < 7 or bytes(mv[:4]) != LZ4_MAGIC:
+        raise DecompressionError("invalid lz4 payload: missing LZ4 frame magic 04224d18")
+    flg = mv[4]
+    bd = mv[5]
+    if (flg >> 6) != 1:
+        raise DecompressionError(f"invalid lz4 frame: unsupported version {(flg >> 6)} in FLG {flg:#04x}")
+    if flg & 0x03:
+        raise DecompressionError(f"invalid lz4 frame: reserved FLG bits set ({flg:#04x})")
+    if not flg & 0x20:
+        raise DecompressionError("invalid lz4 frame: dependent (linked) blocks are not supported by Kafka")
+    if bd & 0x8F or not 4 <= (bd >> 4) & 7 <= 7:
+        raise DecompressionError(f"invalid lz4 frame: bad block descriptor {bd:#04x}")
+    desc_end = 6 + (8 if flg & 0x08 else 0)
+    if len(mv) < desc_end + 1:
+        raise DecompressionError("truncated lz4 frame header")
+    hc = (_xxh32_short(bytes(mv[4:desc_end])) >> 8) & 0xFF
+    if magic == 0:
+        # pre-KIP-57 writers hashed magic+FLG+BD; Kafka ignores HC for v0, so repair it for the decoder
+        if mv[desc_end] != hc:
+            return bytes(mv[:desc_end]) + bytes([hc])
+        return None
+    if mv[desc_end] != hc:
+        raise DecompressionError(
+            f"invalid lz4 frame: header checksum {mv[desc_end]:#04x}, expected {hc:#04x}"
+        )
+    return None
+
+
+def _unlz4(data, max_size: int, magic: int) -> bytes:
+    frame = _import("lz4.frame", "lz4")
+    mv = memoryview(data)
+    repaired = _lz4_check_header(mv, magic)
+    src = bytes(mv) if repaired is None else repaired + bytes(mv[len(repaired) :])
+    d = frame.LZ4FrameDecompressor()
+    try:
+        out = d.decompress(src, max_length=max_size + 1)
+    except RuntimeError as exc:
+        raise DecompressionError(f"invalid lz4 payload: {exc}") from None
+    if len(out) > max_size:
+        raise _too_big(max_size)
+    if not d.eof:
+        raise DecompressionError("truncated lz4 payload: the frame has no end mark")
+    return out
+
+
+def _lz4(data, level: int | None) -> bytes:
+    frame = _import("lz4.frame", "lz4")
+    if level is not None and not 1 <= level <= 17:
+        raise ValueError(f"lz4 compression level must be 1..17, got {level}")
+    # Kafka: level 9 (the default) uses the fast compressor, other levels the high-compression one
+    lvl = 0 if level in (None, 9) else min(level, 16)
+    return frame.compress(
+        bytes(data),
+        compression_level=lvl,
+        block_size=frame.BLOCKSIZE_MAX64KB,
+        block_linked=False,
+        content_checksum=False,
+        block_checksum=False,
+        store_size=False,
+    )
+
+
+# --------------------------------------------------------------------------------------------- zstd
+def _zstd_frames(mv):
+    """Walk zstd frame and block headers; yield (start, end, upper_bound_of_output) per data frame.
+
+    The walk is what lets us reject truncated frames and bound the output before inflating anything.
+    """
+    pos = 0
+    end = len(mv)
+    if end == 0:
+        raise DecompressionError("empty zstd payload")
+    while pos < end:
+        if end - pos < 4:
+            raise DecompressionError(f"truncated zstd frame magic at payload byte {pos}")
+        (magic,) = struct.unpack_from("<I", mv, pos)
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable frame
+            if end - pos < 8:
+                raise DecompressionError(f"truncated zstd skippable frame at payload byte {pos}")
+            (n,) = struct.unpack_from("<I", mv, pos + 4)
+            if n > end - pos - 8:
+                raise DecompressionError(f"truncated zstd skippable frame at payload byte {pos}")
+            pos += 8 + n
+            continue
+        if magic != ZSTD_MAGIC:
+            raise DecompressionError(f"invalid zstd payload: bad frame magic {magic:#010x} at payload byte {pos}")
+        start = pos
+        if end - pos < 5:
+            raise DecompressionError(f"truncated zstd frame header at payload byte {pos}")
+        fhd = mv[pos + 4]
+        fcs_flag = fhd >> 6
+        single_segment = (fhd >> 5) & 1
+        checksum = (fhd >> 2) & 1
+        did_flag = fhd & 3
+        if fhd & 0x08:
+            raise DecompressionError(f"invalid zstd frame header descriptor {fhd:#04x}")
+        hdr = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[did_flag]
+        fcs_len = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
+        if end - pos < hdr + fcs_len:
+            raise DecompressionError(f"truncated zstd frame header at payload byte {pos}")
+        content_size = None
+        if fcs_len:
+            raw = bytes(mv[pos + hdr : pos + hdr + fcs_len])
+            content_size = int.from_bytes(raw, "little") + (256 if fcs_len == 2 else 0)
+        pos += hdr + fcs_len
+        bound = 0
+        while True:
+            if end - pos < 3:
+                raise DecompressionError(f"truncated zstd block header at payload byte {pos}")
+            bh = mv[pos] | (mv[pos + 1] << 8) | (mv[pos + 2] << 16)
+            last = bh & 1
+            btype = (bh >> 1) & 3
+            bsize = bh >> 3
+            pos += 3
+            if btype == 0:  # raw
+                need, out = bsize, bsize
+            elif btype == 1:  # RLE
+                need, out = 1, bsize
+            elif btype == 2:  # compressed
+                need, out = bsize, ZSTD_BLOCK_MAX
+            else:
+                raise DecompressionError(f"invalid zstd block type 3 at payload byte {pos - 3}")
+            if need > end - pos:
+                raise DecompressionError(f"truncated zstd block at payload byte {pos - 3}")
+            pos += need
+            bound += out
+            if last:
+                break
+        if checksum:
+            if end - pos < 4:
+                raise DecompressionError(f"truncated zstd frame checksum at payload byte {pos}")
+            pos += 4
+        if content_size is not None:
+            bound = min(bound, content_size)
+        yield start, pos, bound
+
+
+def _unzstd(data, max_size: int) -> bytes:
+    zstd = _import("zstandard", "zstd")
+    mv = memoryview(data)
+    dctx = zstd.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
+    out = []
+    total = 0
+    for start, stop, bound in list(_zstd_frames(mv)):
+        frame = bytes(mv[start:stop])
+        try:
+            if total + bound <= max_size:
+                d = dctx.decompressobj()
+                chunk = d.decompress(frame)
+                if not d.eof:
+                    raise DecompressionError("truncated zstd frame")
+            else:
+                with dctx.stream_reader(frame) as r:
+                    chunk = r.read(max_size - total + 1)
+        except zstd.ZstdError as exc:
+            raise DecompressionError(f"invalid zstd payload: {exc}") from None
+        total += len(chunk)
+        if total > max_size:
+            raise _too_big(max_size)
+        out.append(chunk)
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _zstd(data, level: int | None) -> bytes:
+    zstd = _import("zstandard", "zstd")
+    lvl = 3 if level is None else level
+    if not -131072 <= lvl <= 22:
+        raise ValueError(f"zstd compression level must be -131072..22, got {level}")
+    # like zstd-jni's stream: no checksum, no content size in the frame header
+    return zstd.ZstdCompressor(level=lvl, write_checksum=False, write_content_size=False).compress(bytes(data))
+
+
+# ------------------------------------------------------------------------------------------- public
+def decompress(cid: int, data, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE, magic: int = 2) -> bytes:
+    """Inflate one batch payload (or legacy wrapper value) compressed with codec ``cid``."""
+    if cid == GZIP:
+        return _gunzip(data, max_size)
+    if cid == SNAPPY:
+        return _unsnappy(data, max_size)
+    if cid == LZ4:
+        return _unlz4(data, max_size, magic)
+    if cid == ZSTD:
+        if magic < 2:
+            raise DecompressionError("zstd is not valid in a legacy (magic v0/v1) wrapper")
+        return _unzstd(data, max_size)
+    if cid == NONE:
+        return bytes(data)
+    raise UnsupportedCompressionError(f"unknown compression type id {cid}")
+
+
+def compress(cid: int, data, level: int | None = None) -> bytes:
+    """Compress a batch payload the way Kafka's Java producer frames it."""
+    if cid == GZIP:
+        return _gzip(data, level)
+    if cid == SNAPPY:
+        return _snappy(data)
+    if cid == LZ4:
+        return _lz4(data, level)
+    if cid == ZSTD:
+        return _zstd(data, level)
+    if cid == NONE:
+        return bytes(data)
+    raise UnsupportedCompressionError(f"unknown compression type id {cid}")

@@ -11,6 +11,8 @@ import heapq
 import struct
 import time
 
+from . import _control, _legacy
+from ._common import RecordList, check_builder_args, isolation_flag, timestamp_type_bits
 from . import compression as _compression
 from ._consts import (
     COMPRESSION_NAMES,
@@ -52,7 +54,6 @@ __all__ = [
 ]
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header
-_ENTRY = struct.Struct(">qi")
 
 # ----------------------------------------------------------------------------------------- CRC-32C
 _CRC32C_TABLE = []
@@ -71,12 +72,6 @@ def crc32c(data, crc: int = 0) -> int:
     for b in memoryview(data).cast("B"):
         c = table[(c ^ b) & 0xFF] ^ (c >> 8)
     return c ^ 0xFFFFFFFF
-
-
-def _crc32(data) -> int:
-    import zlib
-
-    return zlib.crc32(data) & 0xFFFFFFFF
 
 
 # ---------------------------------------------------------------------------------------- sequences
@@ -187,7 +182,7 @@ class Record:
         )
 
 
-def _decode_v2_records(buf, pos, end, base, batch, out, fetch_offset, limit_offset, skip_control):
+def _decode_v2_records(buf, pos, end, base, batch, out, fetch_offset, limit_offset):
     """Decode ``batch.records_count`` records from buf[pos:end]; ``base`` maps positions to the caller's."""
     boff = batch.base_offset
     base_offset = batch.base_offset
@@ -264,7 +259,7 @@ def _decode_v2_records(buf, pos, end, base, batch, out, fetch_offset, limit_offs
                 boff,
             )
         offset = base_offset + off_delta
-        if skip_control or offset < fetch_offset or offset >= limit_offset:
+        if offset < fetch_offset or offset >= limit_offset:
             continue
         ts = max_ts if log_append else base_ts + ts_delta
         seq = increment_sequence(base_seq, off_delta) if base_seq >= 0 else -1
@@ -288,11 +283,12 @@ class RecordBatch:
         "_buf", "position", "size_in_bytes", "magic", "base_offset", "last_offset_delta",
         "partition_leader_epoch", "crc", "attributes", "base_timestamp", "max_timestamp",
         "producer_id", "producer_epoch", "base_sequence", "records_count", "_max_decompressed",
-        "_legacy_records", "_legacy_last_offset",
+        "_legacy_records", "_legacy_last_offset", "_verify",
     )  # fmt: skip
 
-    def __init__(self, buf, position, size, max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE):
+    def __init__(self, buf, position, size, max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE, verify_crc=True):
         self._buf = buf
+        self._verify = verify_crc
         self.position = position
         self.size_in_bytes = size
         self._max_decompressed = max_decompressed_size
@@ -320,116 +316,17 @@ class RecordBatch:
 
     # -- legacy ------------------------------------------------------------------------------------
     def _init_legacy(self, buf, position, size, magic):
-        offset, _ = _ENTRY.unpack_from(buf, position)
-        self.base_offset = offset
-        self._legacy_last_offset = offset
+        (
+            self.base_offset, self._legacy_last_offset, self.crc, self.attributes, ts, self._legacy_records,
+        ) = _legacy.parse_legacy(buf, position, size, self._max_decompressed, self._verify, Record)  # fmt: skip
         self.partition_leader_epoch = -1
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = -1
-        self.crc = struct.unpack_from(">I", buf, position + 12)[0]
-        self.attributes = buf[position + 17]
-        overhead = 22 if magic == 1 else 14
-        if size - LOG_OVERHEAD < overhead:
-            raise CorruptRecordError(
-                f"legacy message size {size - LOG_OVERHEAD} is smaller than the minimum {overhead}",
-                position,
-                offset,
-            )
-        ts = struct.unpack_from(">q", buf, position + 18)[0] if magic == 1 else -1
         self.base_timestamp = ts
         self.max_timestamp = ts
-        self.last_offset_delta = 0
-        cid = self.attributes & 0x07
-        if cid > 3:
-            raise UnsupportedCompressionError(
-                f"invalid legacy compression type id {cid}", position + 17, offset
-            )
-        self.records_count = 1
-        if cid:
-            # a compressed wrapper: decode its inner messages now (legacy data is small and rare)
-            records = self._legacy_inner(buf, position, size, magic, cid)
-            self._legacy_records = records
-            self.records_count = len(records)
-            self.base_offset = records[0].offset
-            self.last_offset_delta = offset - self.base_offset
-
-    def _legacy_message(self, buf, pos, end, base):
-        """Parse one legacy message at buf[pos:end] (after the 12-byte entry header)."""
-        magic = buf[pos + 4]
-        attrs = buf[pos + 5]
-        p = pos + 6
-        ts = -1
-        if magic == 1:
-            ts = struct.unpack_from(">q", buf, p)[0]
-            p += 8
-        parts = []
-        for what in ("key", "value"):
-            if end - p < 4:
-                raise CorruptRecordError(f"legacy message {what} length runs past the message", base + p)
-            (n,) = struct.unpack_from(">i", buf, p)
-            p += 4
-            if n < 0:
-                parts.append(None)
-                continue
-            if n > end - p:
-                raise CorruptRecordError(f"legacy message {what} runs past the message", base + p)
-            parts.append(bytes(buf[p : p + n]))
-            p += n
-        if p != end:
-            raise CorruptRecordError("legacy message has bytes after its value", base + p)
-        return magic, attrs, ts, parts[0], parts[1]
-
-    def _legacy_inner(self, buf, position, size, magic, cid):
-        end = position + size
-        _m, _a, wrapper_ts, _key, value = self._legacy_message(buf, position + 12, end, 0)
-        wrapper_offset = self.base_offset
-        if value is None:
-            raise CorruptRecordError("compressed legacy wrapper has a null value", position, wrapper_offset)
-        try:
-            inner = _compression.decompress(cid, value, self._max_decompressed, magic)
-        except KafkaTxError as exc:
-            raise type(exc)(f"{exc.reason} (legacy wrapper payload)", position, wrapper_offset) from None
-        entries = []
-        p = 0
-        n = len(inner)
-        while p < n:
-            if n - p < LOG_OVERHEAD:
-                raise CorruptRecordError("truncated inner legacy entry in compressed wrapper", position, wrapper_offset)
-            off, isize = _ENTRY.unpack_from(inner, p)
-            if isize < RECORD_OVERHEAD_V0 or isize > n - p - LOG_OVERHEAD:
-                raise CorruptRecordError(
-                    f"invalid inner legacy entry size {isize} in compressed wrapper", position, wrapper_offset
-                )
-            mstart = p + LOG_OVERHEAD
-            mend = mstart + isize
-            imagic = inner[mstart + 4]
-            if imagic != magic:
-                raise CorruptRecordError(
-                    f"inner legacy message magic {imagic} differs from wrapper magic {magic}", position, wrapper_offset
-                )
-            if inner[mstart + 5] & 0x07:
-                raise CorruptRecordError("nested compression in a legacy wrapper", position, wrapper_offset)
-            stored = struct.unpack_from(">I", inner, mstart)[0]
-            if _crc32(inner[mstart + 4 : mend]) != stored:
-                raise CrcMismatchError(
-                    f"inner legacy message CRC mismatch (stored crc = {stored})", position, wrapper_offset
-                )
-            _im, _ia, its, key, val = self._legacy_message(inner, mstart, mend, 0)
-            entries.append((off, its, key, val))
-            p = mend
-        if not entries:
-            raise CorruptRecordError("compressed legacy wrapper holds no messages", position, wrapper_offset)
-        log_append = magic == 1 and self.attributes & TIMESTAMP_TYPE_MASK
-        if magic == 1 and wrapper_offset != 0:
-            last_rel = entries[-1][0]
-            shift = wrapper_offset - last_rel
-        else:
-            shift = 0
-        return [
-            Record(off + shift, wrapper_ts if log_append else its, key, val, (), -1)
-            for off, its, key, val in entries
-        ]
+        self.last_offset_delta = self._legacy_last_offset - self.base_offset
+        self.records_count = len(self._legacy_records)
 
     # -- derived fields ----------------------------------------------------------------------------
     @property
@@ -480,7 +377,7 @@ class RecordBatch:
         end = start + self.size_in_bytes
         if self.magic >= 2:
             return crc32c(memoryview(self._buf)[start + 21 : end])
-        return _crc32(memoryview(self._buf)[start + 16 : end])
+        return _legacy.legacy_crc(self._buf, start, self.size_in_bytes)
 
     @property
     def is_valid(self) -> bool:
@@ -499,7 +396,7 @@ class RecordBatch:
         return bytes(memoryview(self._buf)[self.position : self.position + self.size_in_bytes])
 
     # -- records -----------------------------------------------------------------------------------
-    def _decode_into(self, out, fetch_offset=-(1 << 63), limit_offset=1 << 63, skip_control=False):
+    def _decode_into(self, out, fetch_offset=-(1 << 63), limit_offset=1 << 63):
         if self.magic < 2:
             self._legacy_into(out, fetch_offset, limit_offset)
             return
@@ -509,10 +406,10 @@ class RecordBatch:
         end = self.position + self.size_in_bytes
         cid = self.attributes & 0x07
         if cid == 0:
-            _decode_v2_records(self._buf, start, end, 0, self, out, fetch_offset, limit_offset, skip_control)
+            _decode_v2_records(self._buf, start, end, 0, self, out, fetch_offset, limit_offset)
             return
         payload = self._inflate(start, end, cid)
-        _decode_v2_records(payload, 0, len(payload), start, self, out, fetch_offset, limit_offset, skip_control)
+        _decode_v2_records(payload, 0, len(payload), start, self, out, fetch_offset, limit_offset)
 
     def _inflate(self, start, end, cid):
         try:
@@ -521,13 +418,7 @@ class RecordBatch:
             raise type(exc)(f"{exc.reason} (compressed payload)", start, self.base_offset) from None
 
     def _legacy_into(self, out, fetch_offset, limit_offset):
-        if self._legacy_records is not None:
-            recs = self._legacy_records
-        else:
-            p = self.position
-            _m, _a, ts, key, value = self._legacy_message(self._buf, p + 12, p + self.size_in_bytes, 0)
-            recs = [Record(self._legacy_last_offset, ts, key, value, (), -1)]
-        for r in recs:
+        for r in self._legacy_records:
             if fetch_offset <= r.offset < limit_offset:
                 out.append(r)
 
@@ -538,6 +429,13 @@ class RecordBatch:
 
     def __iter__(self):
         return iter(self.records())
+
+    def control_record(self):
+        """The parsed first control record of a control batch (a marker's type and coordinator epoch),
+        or ``None`` for a data batch or an empty (cleaned) control batch."""
+        if not self.is_control or self.records_count == 0:
+            return None
+        return _control.parse_control_record(self.records()[0], self.position, self.base_offset)
 
     def first_control_type(self) -> int:
         """Type of the first control record (0 ABORT, 1 COMMIT, ...), or -1 if not a marker batch."""
@@ -625,7 +523,7 @@ class BatchIterator:
         if left < total:
             self._done = True
             raise StopIteration
-        batch = RecordBatch(buf, pos, total, self._max)
+        batch = RecordBatch(buf, pos, total, self._max, self._verify)
         if self._verify:
             batch.validate_crc()
         self._pos = pos + total
@@ -638,37 +536,6 @@ def iter_batches(data, *, verify_crc: bool = True, max_decompressed_size: int = 
 
 
 # --------------------------------------------------------------------------------- read_committed
-class RecordList(list):
-    """A list of records plus where the read ended.
-
-    ``next_offset`` is the offset to fetch next (past control records, aborted and compacted-away
-    offsets); ``None`` if no batch was read.  ``valid_bytes`` counts the bytes of complete batches read,
-    ``trailing_bytes`` the bytes after them (a truncated tail).
-    """
-
-    __slots__ = ("next_offset", "valid_bytes", "trailing_bytes")
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.next_offset = None
-        self.valid_bytes = 0
-        self.trailing_bytes = 0
-
-    def __repr__(self):
-        return (
-            f"RecordList({list.__repr__(self)}, next_offset={self.next_offset}, "
-            f"valid_bytes={self.valid_bytes}, trailing_bytes={self.trailing_bytes})"
-        )
-
-
-def _isolation_flag(isolation) -> bool:
-    if isolation == "read_committed":
-        return True
-    if isolation == "read_uncommitted":
-        return False
-    raise ValueError(f"isolation must be 'read_committed' or 'read_uncommitted', got {isolation!r}")
-
-
 class ReadCommittedFilter:
     """Kafka's consumer visibility rules, carried across successive chunks of one partition.
 
@@ -686,7 +553,7 @@ class ReadCommittedFilter:
         verify_crc: bool = True,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     ):
-        self._committed = _isolation_flag(isolation)
+        self._committed = isolation_flag(isolation)
         self._heap = []
         self._seen = set()
         self._aborted_pids = set()
@@ -747,13 +614,8 @@ class ReadCommittedFilter:
             elif batch.is_transactional and batch.producer_id in self._aborted_pids:
                 self._advance(min(last + 1, limit))
                 return
-        if batch.is_control:
-            self._advance(min(last + 1, limit))
-            return
-        start = len(out)
-        batch._decode_into(out, self._fetch_offset, limit, False)
-        if len(out) > start:
-            self._advance(out[-1].offset + 1)
+        if not batch.is_control:  # control records are never returned
+            batch._decode_into(out, self._fetch_offset, limit)
         self._advance(min(last + 1, limit))
 
     def _advance(self, offset):
@@ -790,9 +652,6 @@ def decode_records(
 
 
 # -------------------------------------------------------------------------------------------- encode
-_TIMESTAMP_TYPES = {"create_time": 0, "log_append_time": TIMESTAMP_TYPE_MASK}
-
-
 class BatchBuilder:
     """Builds one v2 record batch, byte for byte as Kafka's ``MemoryRecordsBuilder`` does."""
 
@@ -811,14 +670,11 @@ class BatchBuilder:
         log_append_time=None,
         delete_horizon_ms=None,
     ):
-        _check_builder_args(
+        check_builder_args(
             base_offset, producer_id, producer_epoch, base_sequence, transactional, partition_leader_epoch,
             delete_horizon_ms,
         )  # fmt: skip
-        if timestamp_type not in _TIMESTAMP_TYPES:
-            raise InvalidAppendError(
-                f"timestamp_type must be 'create_time' or 'log_append_time', got {timestamp_type!r}"
-            )
+        ts_bits = timestamp_type_bits(timestamp_type)
         self._cid = _compression.codec_id(compression)
         self._level = compression_level
         self.base_offset = base_offset
@@ -827,7 +683,7 @@ class BatchBuilder:
         self.base_sequence = base_sequence
         self.transactional = bool(transactional)
         self.partition_leader_epoch = partition_leader_epoch
-        self._ts_type = _TIMESTAMP_TYPES[timestamp_type]
+        self._ts_type = ts_bits
         if self._ts_type and log_append_time is None:
             log_append_time = int(time.time() * 1000)
         self.log_append_time = log_append_time
@@ -945,28 +801,6 @@ def _append_bytes(out: bytearray, data, what: str) -> None:
     n = mv.nbytes
     _zigzag_varint(out, n)
     out += mv.cast("B") if mv.ndim != 1 or mv.itemsize != 1 else mv
-
-
-def _check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional, leader_epoch,
-                        delete_horizon_ms):  # fmt: skip
-    for name, v, lo, hi in (
-        ("base_offset", base_offset, 0, (1 << 63) - 1),
-        ("producer_id", producer_id, -(1 << 63), (1 << 63) - 1),
-        ("producer_epoch", producer_epoch, -(1 << 15), (1 << 15) - 1),
-        ("base_sequence", base_sequence, -(1 << 31), INT32_MAX),
-        ("partition_leader_epoch", leader_epoch, -(1 << 31), INT32_MAX),
-    ):
-        if not isinstance(v, int) or not lo <= v <= hi:
-            raise InvalidAppendError(f"{name} must be an integer in [{lo}, {hi}], got {v!r}")
-    if transactional and producer_id < 0:
-        raise InvalidAppendError("cannot write transactional messages without a valid producer id")
-    if producer_id >= 0:
-        if producer_epoch < 0:
-            raise InvalidAppendError(f"invalid negative producer epoch {producer_epoch}")
-        if base_sequence < 0:
-            raise InvalidAppendError(f"invalid negative sequence number {base_sequence}")
-    if delete_horizon_ms is not None and (not isinstance(delete_horizon_ms, int) or delete_horizon_ms < 0):
-        raise InvalidAppendError(f"delete_horizon_ms must be a non-negative integer, got {delete_horizon_ms!r}")
 
 
 def _write_batch(base_offset, leader_epoch, attributes, last_offset_delta, base_ts, max_ts, producer_id,

@@ -1,0 +1,1210 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled codec for Kafka record batches (v2 and legacy v0/v1).
+
+Same names, results and exceptions as the pure-Python twin ``kafkatx._codec_py``; the test suite runs
+every codec test on both.  Every read goes through bounds-checked helpers on a ``const uint8_t*`` plus a
+length; errors raise the shared exceptions of ``kafkatx.errors`` naming the byte position in the
+caller's buffer and the batch base offset.
+"""
+
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.list cimport PyList_Append
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.ref cimport Py_INCREF
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+from libc.stdlib cimport malloc, realloc, free
+
+import heapq
+import time
+
+from . import _control, _legacy
+from . import compression as _compression
+from ._common import RecordList, check_builder_args, isolation_flag, timestamp_type_bits
+from ._consts import COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
+from .errors import (
+    CorruptRecordError,
+    CrcMismatchError,
+    DecompressedSizeError,
+    InvalidAppendError,
+    InvalidRecordError,
+    UnsupportedCompressionError,
+)
+
+cdef extern from "Python.h":
+    object PyMemoryView_FromMemory(char *mem, Py_ssize_t size, int flags)
+    int PyBUF_READ
+    bint PyBytes_CheckExact(object o)
+
+cdef extern from "crc32c.h" nogil:
+    uint32_t kx_crc32c(uint32_t crc, const void *buf, size_t len)
+    const char *kx_crc32c_impl_name()
+
+cdef extern from "hton.h" nogil:
+    int16_t kx_load_be_i16(const unsigned char *p)
+    int32_t kx_load_be_i32(const unsigned char *p)
+    int64_t kx_load_be_i64(const unsigned char *p)
+    uint32_t kx_load_be32(const unsigned char *p)
+    void kx_store_be16(unsigned char *p, uint16_t v)
+    void kx_store_be32(unsigned char *p, uint32_t v)
+    void kx_store_be64(unsigned char *p, uint64_t v)
+
+BACKEND = "cython"
+CRC32C_IMPL = kx_crc32c_impl_name().decode()
+
+__all__ = [
+    "BACKEND", "crc32c", "Record", "RecordBatch", "BatchIterator", "RecordList", "ReadCommittedFilter",
+    "BatchBuilder", "iter_batches", "decode_records", "increment_sequence", "decrement_sequence",
+]
+
+cdef enum:
+    # log framing (Records.java)
+    LOG_OVERHEAD = 12
+    MAGIC_OFFSET = 16
+    HEADER_SIZE_UP_TO_MAGIC = 17
+    RECORD_OVERHEAD_V0 = 14
+    # v2 header (DefaultRecordBatch.java), chained
+    LENGTH_OFFSET = 8
+    PARTITION_LEADER_EPOCH_OFFSET = LENGTH_OFFSET + 4
+    MAGIC_V2_OFFSET = PARTITION_LEADER_EPOCH_OFFSET + 4
+    CRC_OFFSET = MAGIC_V2_OFFSET + 1
+    ATTRIBUTES_OFFSET = CRC_OFFSET + 4
+    LAST_OFFSET_DELTA_OFFSET = ATTRIBUTES_OFFSET + 2
+    BASE_TIMESTAMP_OFFSET = LAST_OFFSET_DELTA_OFFSET + 4
+    MAX_TIMESTAMP_OFFSET = BASE_TIMESTAMP_OFFSET + 8
+    PRODUCER_ID_OFFSET = MAX_TIMESTAMP_OFFSET + 8
+    PRODUCER_EPOCH_OFFSET = PRODUCER_ID_OFFSET + 8
+    BASE_SEQUENCE_OFFSET = PRODUCER_EPOCH_OFFSET + 2
+    RECORDS_COUNT_OFFSET = BASE_SEQUENCE_OFFSET + 4
+    RECORD_BATCH_OVERHEAD = RECORDS_COUNT_OFFSET + 4
+    # attributes
+    COMPRESSION_CODEC_MASK = 0x07
+    TIMESTAMP_TYPE_MASK = 0x08
+    TRANSACTIONAL_FLAG_MASK = 0x10
+    CONTROL_FLAG_MASK = 0x20
+    DELETE_HORIZON_FLAG_MASK = 0x40
+    # CRC and scans release the GIL above this many bytes
+    NOGIL_THRESHOLD = 16384
+
+cdef int32_t INT32_MAX_ = 2147483647
+cdef int64_t INT64_MIN_ = -9223372036854775807 - 1
+cdef int64_t INT64_MAX_ = 9223372036854775807
+
+
+# ------------------------------------------------------------------------------------------ errors
+cdef int _corrupt(str msg, Py_ssize_t pos, object boff) except -1:
+    raise CorruptRecordError(msg, pos, boff)
+
+
+cdef int _invalid(str msg, Py_ssize_t pos, int64_t boff) except -1:
+    raise InvalidRecordError(msg, pos, boff)
+
+
+# ------------------------------------------------------------------------------------------ CRC-32C
+cdef inline uint32_t _crc(uint32_t crc, const uint8_t *p, Py_ssize_t n) noexcept:
+    cdef uint32_t c
+    if n >= NOGIL_THRESHOLD:
+        with nogil:
+            c = kx_crc32c(crc, p, <size_t>n)
+        return c
+    return kx_crc32c(crc, p, <size_t>n)
+
+
+def crc32c(data, uint32_t crc=0):
+    """CRC-32C (Castagnoli) of a bytes-like object; pass a previous result as ``crc`` to continue it."""
+    cdef Py_buffer view
+    cdef uint32_t c
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        c = _crc(crc, <const uint8_t *>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return c
+
+
+# ---------------------------------------------------------------------------------------- sequences
+cpdef int32_t increment_sequence(int32_t sequence, int32_t increment):
+    """Kafka's ``DefaultRecordBatch.incrementSequence``: after 2147483647 comes 0."""
+    if sequence > INT32_MAX_ - increment:
+        return increment - (INT32_MAX_ - sequence) - 1
+    return sequence + increment
+
+
+cpdef int32_t decrement_sequence(int32_t sequence, int32_t decrement):
+    if sequence < decrement:
+        return INT32_MAX_ - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+# ------------------------------------------------------------------------------------------ buffers
+@cython.final
+@cython.no_gc_clear
+cdef class _Buffer:
+    """Holds one buffer export of the caller's object for as long as anything points into it."""
+    cdef Py_buffer view
+    cdef const uint8_t *ptr
+    cdef Py_ssize_t size
+    cdef bint acquired
+
+    def __cinit__(self, obj):
+        PyObject_GetBuffer(obj, &self.view, PyBUF_SIMPLE)
+        self.acquired = True
+        self.ptr = <const uint8_t *>self.view.buf
+        self.size = self.view.len
+
+    def __dealloc__(self):
+        if self.acquired:
+            PyBuffer_Release(&self.view)
+            self.acquired = False
+
+
+# ------------------------------------------------------------------------------------------ varints
+cdef int _bad_varint(Py_ssize_t pos, int64_t boff, bint is_long, bint truncated) except -1:
+    if truncated:
+        raise InvalidRecordError("truncated varlong" if is_long else "truncated varint", pos, boff)
+    if is_long:
+        raise InvalidRecordError("varlong is too long, the most significant bit in the 10th byte is set", pos, boff)
+    raise InvalidRecordError("varint is too long, the most significant bit in the 5th byte is set", pos, boff)
+
+
+cdef inline int rd_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t base,
+                          int64_t boff, int32_t *out) except -1:
+    """Zigzag int32 as Java's ByteUtils.readVarint: at most 5 bytes, excess high bits dropped."""
+    cdef Py_ssize_t p = pos[0]
+    cdef uint32_t value = 0
+    cdef uint32_t b
+    cdef int shift = 0
+    if p < end and buf[p] < 0x80:
+        value = buf[p]
+        pos[0] = p + 1
+        out[0] = <int32_t>((value >> 1) ^ (0u - (value & 1)))
+        return 0
+    while True:
+        if p >= end:
+            return _bad_varint(base + p, boff, False, True)
+        b = buf[p]
+        p += 1
+        if b & 0x80:
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if shift > 28:
+                return _bad_varint(base + p - 1, boff, False, False)
+        else:
+            value |= b << shift
+            break
+    pos[0] = p
+    out[0] = <int32_t>((value >> 1) ^ (0u - (value & 1)))
+    return 0
+
+
+cdef inline int rd_varlong(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t base,
+                           int64_t boff, int64_t *out) except -1:
+    cdef Py_ssize_t p = pos[0]
+    cdef uint64_t value = 0
+    cdef uint64_t b
+    cdef int shift = 0
+    if p < end and buf[p] < 0x80:
+        value = buf[p]
+        pos[0] = p + 1
+        out[0] = <int64_t>((value >> 1) ^ (<uint64_t>0 - (value & 1)))
+        return 0
+    while True:
+        if p >= end:
+            return _bad_varint(base + p, boff, True, True)
+        b = buf[p]
+        p += 1
+        if b & 0x80:
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if shift > 63:
+                return _bad_varint(base + p - 1, boff, True, False)
+        else:
+            value |= b << shift
+            break
+    pos[0] = p
+    out[0] = <int64_t>((value >> 1) ^ (<uint64_t>0 - (value & 1)))
+    return 0
+
+
+cdef inline Py_ssize_t wr_varlong(uint8_t *p, int64_t v) noexcept nogil:
+    cdef uint64_t u = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+    cdef Py_ssize_t n = 0
+    while u >= 0x80:
+        p[n] = <uint8_t>((u & 0x7F) | 0x80)
+        u >>= 7
+        n += 1
+    p[n] = <uint8_t>u
+    return n + 1
+
+
+cdef inline Py_ssize_t varlong_size(int64_t v) noexcept nogil:
+    cdef uint64_t u = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+    cdef Py_ssize_t n = 1
+    while u >= 0x80:
+        u >>= 7
+        n += 1
+    return n
+
+
+# --------------------------------------------------------------------------------------- the header
+cdef struct Header:
+    int64_t base_offset
+    int32_t batch_length
+    int32_t partition_leader_epoch
+    int8_t magic
+    uint32_t crc
+    uint16_t attributes
+    int32_t last_offset_delta
+    int64_t base_timestamp
+    int64_t max_timestamp
+    int64_t producer_id
+    int16_t producer_epoch
+    int32_t base_sequence
+    int32_t records_count
+
+
+cdef inline void read_header(const uint8_t *p, Header *h) noexcept nogil:
+    h.base_offset = kx_load_be_i64(p)
+    h.batch_length = kx_load_be_i32(p + LENGTH_OFFSET)
+    h.partition_leader_epoch = kx_load_be_i32(p + PARTITION_LEADER_EPOCH_OFFSET)
+    h.magic = <int8_t>p[MAGIC_V2_OFFSET]
+    h.crc = kx_load_be32(p + CRC_OFFSET)
+    h.attributes = <uint16_t>kx_load_be_i16(p + ATTRIBUTES_OFFSET)
+    h.last_offset_delta = kx_load_be_i32(p + LAST_OFFSET_DELTA_OFFSET)
+    h.base_timestamp = kx_load_be_i64(p + BASE_TIMESTAMP_OFFSET)
+    h.max_timestamp = kx_load_be_i64(p + MAX_TIMESTAMP_OFFSET)
+    h.producer_id = kx_load_be_i64(p + PRODUCER_ID_OFFSET)
+    h.producer_epoch = kx_load_be_i16(p + PRODUCER_EPOCH_OFFSET)
+    h.base_sequence = kx_load_be_i32(p + BASE_SEQUENCE_OFFSET)
+    h.records_count = kx_load_be_i32(p + RECORDS_COUNT_OFFSET)
+
+
+cdef int next_entry(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *size_out) except -1:
+    """Size of the complete entry at ``pos`` (1 returned when the buffer ends before it: a truncated tail)."""
+    cdef Py_ssize_t left = end - pos
+    cdef int32_t size
+    cdef int8_t magic
+    if left < LOG_OVERHEAD:
+        return 1
+    size = kx_load_be_i32(buf + pos + LENGTH_OFFSET)
+    if size < RECORD_OVERHEAD_V0:
+        _corrupt(f"record size {size} is less than the minimum record overhead ({RECORD_OVERHEAD_V0})", pos, None)
+    if left < HEADER_SIZE_UP_TO_MAGIC:
+        return 1
+    magic = <int8_t>buf[pos + MAGIC_OFFSET]
+    if magic < 0 or magic > 2:
+        _corrupt(f"invalid magic found in record: {magic}", pos + MAGIC_OFFSET, None)
+    if left < <Py_ssize_t>size + LOG_OVERHEAD:
+        return 1
+    size_out[0] = <Py_ssize_t>size + LOG_OVERHEAD
+    return 0
+
+
+cdef int check_v2_header(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, Header *h) except -1:
+    if size < RECORD_BATCH_OVERHEAD:
+        _corrupt(f"record batch size {size} is smaller than the minimum {RECORD_BATCH_OVERHEAD}", pos, None)
+    read_header(buf + pos, h)
+    if (h.attributes & COMPRESSION_CODEC_MASK) > 4:
+        raise UnsupportedCompressionError(
+            f"unknown compression type id {h.attributes & COMPRESSION_CODEC_MASK}", pos + ATTRIBUTES_OFFSET,
+            h.base_offset)
+    if h.records_count < 0:
+        _invalid(f"found invalid record count {h.records_count}", pos + RECORDS_COUNT_OFFSET, h.base_offset)
+    return 0
+
+
+cdef int verify_v2_crc(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, Header *h) except -1:
+    cdef uint32_t computed = _crc(0, buf + pos + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET)
+    if computed != h.crc:
+        raise CrcMismatchError(
+            f"record is corrupt (stored crc = {h.crc}, computed crc = {computed})", pos, h.base_offset)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ records
+@cython.final
+@cython.freelist(512)
+cdef class Record:
+    """One record: ``offset, timestamp, key, value, headers`` (+ its producer ``sequence``)."""
+    cdef readonly int64_t offset
+    cdef readonly int64_t timestamp
+    cdef readonly object key
+    cdef readonly object value
+    cdef readonly tuple headers
+    cdef readonly int32_t sequence
+
+    def __init__(self, int64_t offset, int64_t timestamp, key, value, headers=(), int32_t sequence=-1):
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self.headers = tuple(headers)
+        self.sequence = sequence
+
+    def __eq__(self, other):
+        if not hasattr(other, "sequence") or not hasattr(other, "headers"):
+            return NotImplemented
+        return (self.offset == other.offset and self.timestamp == other.timestamp and self.key == other.key
+                and self.value == other.value and self.headers == other.headers
+                and self.sequence == other.sequence)
+
+    def __ne__(self, other):
+        r = self.__eq__(other)
+        return r if r is NotImplemented else not r
+
+    __hash__ = None
+
+    def __reduce__(self):
+        return (Record, (self.offset, self.timestamp, self.key, self.value, self.headers, self.sequence))
+
+    def __repr__(self):
+        return (f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+                f"value={self.value!r}, headers={self.headers!r}, sequence={self.sequence})")
+
+
+cdef object _surrogateescape = "surrogateescape"
+
+
+cdef tuple _read_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend, Py_ssize_t base, int64_t boff,
+                         int32_t hcount):
+    cdef tuple headers = PyTuple_New(hcount)
+    cdef int32_t i, hklen, hvlen
+    cdef Py_ssize_t p
+    cdef object hkey, hval, pair
+    for i in range(hcount):
+        rd_varint(buf, pos, rend, base, boff, &hklen)
+        p = pos[0]
+        if hklen < 0:
+            _invalid("invalid negative header key size", base + p, boff)
+        if hklen > rend - p:
+            _invalid("header key runs past the record", base + p, boff)
+        hkey = PyUnicode_DecodeUTF8(<const char *>buf + p, hklen, "surrogateescape")
+        pos[0] = p + hklen
+        rd_varint(buf, pos, rend, base, boff, &hvlen)
+        p = pos[0]
+        if hvlen >= 0:
+            if hvlen > rend - p:
+                _invalid("header value runs past the record", base + p, boff)
+            hval = PyBytes_FromStringAndSize(<const char *>buf + p, hvlen)
+            pos[0] = p + hvlen
+        else:
+            hval = None
+        pair = (hkey, hval)
+        Py_INCREF(pair)
+        PyTuple_SET_ITEM(headers, i, pair)
+    return headers
+
+
+cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t base, Header *h,
+                           object out, int64_t fetch_offset, int64_t limit_offset) except -1:
+    """Decode ``h.records_count`` records from buf[pos:end]; ``base`` maps positions to the caller's buffer."""
+    cdef int64_t boff = h.base_offset
+    cdef int64_t base_ts = h.base_timestamp
+    cdef int64_t max_ts = h.max_timestamp
+    cdef bint log_append = (h.attributes & TIMESTAMP_TYPE_MASK) != 0
+    cdef int32_t base_seq = h.base_sequence
+    cdef int32_t i, length, off_delta, klen, vlen, hcount
+    cdef int64_t ts_delta, offset
+    cdef Py_ssize_t start, body, rend
+    cdef object key, value
+    cdef tuple headers
+    cdef Record r
+    for i in range(h.records_count):
+        if pos >= end:
+            _invalid("incorrect declared batch size, premature EOF reached", base + pos, boff)
+        start = pos
+        rd_varint(buf, &pos, end, base, boff, &length)
+        body = pos
+        if length < 0 or length > end - pos:
+            _invalid(f"invalid record size: expected {length} bytes in record payload, but the buffer has only "
+                     f"{end - pos} remaining bytes", base + start, boff)
+        rend = pos + length
+        if rend - pos < 1:
+            _invalid(f"invalid record size: expected to read {length} bytes in record payload, but instead read "
+                     f"1", base + start, boff)
+        pos += 1  # attributes: no bits defined, read and ignored
+        rd_varlong(buf, &pos, rend, base, boff, &ts_delta)
+        rd_varint(buf, &pos, rend, base, boff, &off_delta)
+        rd_varint(buf, &pos, rend, base, boff, &klen)
+        if klen >= 0:
+            if klen > rend - pos:
+                _invalid("found invalid record structure: key runs past the record", base + pos, boff)
+            key = PyBytes_FromStringAndSize(<const char *>buf + pos, klen)
+            pos += klen
+        else:
+            key = None
+        rd_varint(buf, &pos, rend, base, boff, &vlen)
+        if vlen >= 0:
+            if vlen > rend - pos:
+                _invalid("found invalid record structure: value runs past the record", base + pos, boff)
+            value = PyBytes_FromStringAndSize(<const char *>buf + pos, vlen)
+            pos += vlen
+        else:
+            value = None
+        rd_varint(buf, &pos, rend, base, boff, &hcount)
+        if hcount == 0:
+            headers = ()
+        else:
+            if hcount < 0 or hcount > rend - pos:
+                _invalid(f"found invalid number of record headers {hcount}", base + pos, boff)
+            headers = _read_headers(buf, &pos, rend, base, boff, hcount)
+        if pos != rend:
+            _invalid(f"invalid record size: expected to read {length} bytes in record payload, but instead read "
+                     f"{pos - body}", base + start, boff)
+        offset = boff + off_delta
+        if offset < fetch_offset or offset >= limit_offset:
+            continue
+        r = Record.__new__(Record)
+        r.offset = offset
+        r.timestamp = max_ts if log_append else base_ts + ts_delta
+        r.key = key
+        r.value = value
+        r.headers = headers
+        r.sequence = increment_sequence(base_seq, off_delta) if base_seq >= 0 else -1
+        PyList_Append(out, r)
+    if pos != end:
+        _invalid("incorrect declared batch size, records still remaining in file", base + pos, boff)
+    return 0
+
+
+cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, Header *h, object out,
+                         int64_t fetch_offset, int64_t limit_offset, Py_ssize_t max_size) except -1:
+    """All records of the v2 batch at buf[pos:pos+size], inflating its payload when compressed."""
+    cdef int cid = h.attributes & COMPRESSION_CODEC_MASK
+    cdef Py_ssize_t start = pos + RECORD_BATCH_OVERHEAD
+    cdef bytes payload
+    if h.records_count == 0:
+        return 0  # an empty (cleaned) batch: its payload is never looked at
+    if cid == 0:
+        return decode_v2_records(buf, start, pos + size, 0, h, out, fetch_offset, limit_offset)
+    payload = _inflate(buf, start, pos + size, cid, h.base_offset, max_size)
+    return decode_v2_records(<const uint8_t *>PyBytes_AS_STRING(payload), 0, PyBytes_GET_SIZE(payload), start, h,
+                             out, fetch_offset, limit_offset)
+
+
+cdef bytes _inflate(const uint8_t *buf, Py_ssize_t start, Py_ssize_t end, int cid, int64_t boff,
+                    Py_ssize_t max_size):
+    cdef object view = PyMemoryView_FromMemory(<char *>buf + start, end - start, PyBUF_READ)
+    try:
+        data = _compression.decompress(cid, view, max_size, 2)
+    except (CorruptRecordError, DecompressedSizeError) as exc:
+        raise type(exc)(f"{exc.reason} (compressed payload)", start, boff) from None
+    finally:
+        view.release()
+    if not PyBytes_CheckExact(data):
+        data = bytes(data)
+    return data
+
+
+cdef int first_control_type(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, Header *h,
+                            Py_ssize_t max_size) except -2:
+    """Type of the first control record (0 ABORT, 1 COMMIT, ...), or -1 if not a non-empty control batch."""
+    cdef list out
+    cdef bytes key
+    cdef int16_t version
+    if not (h.attributes & CONTROL_FLAG_MASK) or h.records_count == 0:
+        return -1
+    out = []
+    decode_v2_batch(buf, pos, size, h, out, INT64_MIN_, INT64_MAX_, max_size)
+    key = (<Record>out[0]).key
+    if key is None or len(key) < 4:
+        _invalid("control record key is shorter than 4 bytes", pos, h.base_offset)
+    version = kx_load_be_i16(<const unsigned char *>PyBytes_AS_STRING(key))
+    if version < 0:
+        _invalid(f"invalid version {version} of control record key, may indicate data corruption", pos,
+                 h.base_offset)
+    return kx_load_be_i16(<const unsigned char *>PyBytes_AS_STRING(key) + 2)
+
+
+# ------------------------------------------------------------------------------------------ batches
+@cython.final
+cdef class RecordBatch:
+    """One entry of a log: a v2 record batch, or a legacy (magic 0/1) message or compressed wrapper."""
+    cdef _Buffer _owner
+    cdef Header h
+    cdef readonly Py_ssize_t position
+    cdef readonly Py_ssize_t size_in_bytes
+    cdef Py_ssize_t _max
+    cdef list _legacy_records
+    cdef int64_t _legacy_last_offset
+
+    def __init__(self, data, Py_ssize_t position=0, size=None, max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE,
+                 verify_crc=True):
+        cdef _Buffer owner = _Buffer(data)
+        cdef Py_ssize_t n
+        if position < 0 or position > owner.size:
+            raise ValueError(f"position {position} is outside the buffer of {owner.size} bytes")
+        if size is None:
+            if next_entry(owner.ptr, position, owner.size, &n):
+                raise CorruptRecordError("incomplete entry", position)
+        else:
+            n = size
+            if n < LOG_OVERHEAD + 5 or n > owner.size - position:
+                raise ValueError(f"size {n} does not fit the buffer at position {position}")
+        _init_batch(self, owner, position, n, max_decompressed_size, verify_crc)
+
+    # -- header fields -----------------------------------------------------------------------------
+    @property
+    def base_offset(self):
+        return self.h.base_offset
+
+    @property
+    def last_offset_delta(self):
+        return self.h.last_offset_delta
+
+    @property
+    def last_offset(self):
+        return self._legacy_last_offset if self.h.magic < 2 else self.h.base_offset + self.h.last_offset_delta
+
+    @property
+    def next_offset(self):
+        return self.last_offset + 1
+
+    @property
+    def magic(self):
+        return self.h.magic
+
+    @property
+    def crc(self):
+        return self.h.crc
+
+    @property
+    def attributes(self):
+        return self.h.attributes
+
+    @property
+    def compression(self):
+        return COMPRESSION_NAMES[self.h.attributes & COMPRESSION_CODEC_MASK]
+
+    @property
+    def timestamp_type(self):
+        if self.h.magic == 0:
+            return "no_timestamp_type"
+        return "log_append_time" if self.h.attributes & TIMESTAMP_TYPE_MASK else "create_time"
+
+    @property
+    def is_transactional(self):
+        return self.h.magic >= 2 and (self.h.attributes & TRANSACTIONAL_FLAG_MASK) != 0
+
+    @property
+    def is_control(self):
+        return self.h.magic >= 2 and (self.h.attributes & CONTROL_FLAG_MASK) != 0
+
+    @property
+    def has_delete_horizon(self):
+        return self.h.magic >= 2 and (self.h.attributes & DELETE_HORIZON_FLAG_MASK) != 0
+
+    @property
+    def delete_horizon_ms(self):
+        return self.h.base_timestamp if self.has_delete_horizon else None
+
+    @property
+    def base_timestamp(self):
+        return self.h.base_timestamp
+
+    @property
+    def max_timestamp(self):
+        return self.h.max_timestamp
+
+    @property
+    def producer_id(self):
+        return self.h.producer_id
+
+    @property
+    def producer_epoch(self):
+        return self.h.producer_epoch
+
+    @property
+    def base_sequence(self):
+        return self.h.base_sequence
+
+    @property
+    def last_sequence(self):
+        if self.h.base_sequence == -1:
+            return -1
+        return increment_sequence(self.h.base_sequence, self.h.last_offset_delta)
+
+    @property
+    def partition_leader_epoch(self):
+        return self.h.partition_leader_epoch
+
+    @property
+    def records_count(self):
+        return self.h.records_count
+
+    # -- CRC ---------------------------------------------------------------------------------------
+    def compute_crc(self):
+        if self.h.magic >= 2:
+            return _crc(0, self._owner.ptr + self.position + ATTRIBUTES_OFFSET, self.size_in_bytes - ATTRIBUTES_OFFSET)
+        return _legacy.legacy_crc(self._view(), 0, self.size_in_bytes)
+
+    @property
+    def is_valid(self):
+        return self.compute_crc() == self.h.crc
+
+    def validate_crc(self):
+        computed = self.compute_crc()
+        if computed != self.h.crc:
+            raise CrcMismatchError(f"record is corrupt (stored crc = {self.h.crc}, computed crc = {computed})",
+                                   self.position, self.h.base_offset)
+
+    cdef object _view(self):
+        return PyMemoryView_FromMemory(<char *>self._owner.ptr + self.position, self.size_in_bytes, PyBUF_READ)
+
+    def tobytes(self):
+        return PyBytes_FromStringAndSize(<const char *>self._owner.ptr + self.position, self.size_in_bytes)
+
+    # -- records -----------------------------------------------------------------------------------
+    cdef int _decode_into(self, object out, int64_t fetch_offset, int64_t limit_offset) except -1:
+        cdef Record r
+        if self.h.magic < 2:
+            for r in self._legacy_records:
+                if fetch_offset <= r.offset < limit_offset:
+                    PyList_Append(out, r)
+            return 0
+        return decode_v2_batch(self._owner.ptr, self.position, self.size_in_bytes, &self.h, out, fetch_offset,
+                               limit_offset, self._max)
+
+    def records(self):
+        """All records of the batch (control records too: this is the raw view)."""
+        cdef list out = []
+        self._decode_into(out, INT64_MIN_, INT64_MAX_)
+        return out
+
+    def __iter__(self):
+        return iter(self.records())
+
+    def control_record(self):
+        """The parsed first control record of a control batch (a marker's type and coordinator epoch),
+        or ``None`` for a data batch or an empty (cleaned) control batch."""
+        if not self.is_control or self.records_count == 0:
+            return None
+        return _control.parse_control_record(self.records()[0], self.position, self.base_offset)
+
+    def first_control_type(self):
+        """Type of the first control record (0 ABORT, 1 COMMIT, ...), or -1 if not a marker batch."""
+        if self.h.magic < 2:
+            return -1
+        return first_control_type(self._owner.ptr, self.position, self.size_in_bytes, &self.h, self._max)
+
+    def __repr__(self):
+        return (f"RecordBatch(position={self.position}, base_offset={self.base_offset}, "
+                f"last_offset={self.last_offset}, magic={self.magic}, records_count={self.records_count}, "
+                f"compression={self.compression!r}, producer_id={self.producer_id}, "
+                f"producer_epoch={self.producer_epoch}, base_sequence={self.base_sequence}, "
+                f"is_transactional={self.is_transactional}, is_control={self.is_control})")
+
+
+cdef int _init_batch(RecordBatch b, _Buffer owner, Py_ssize_t pos, Py_ssize_t size, Py_ssize_t max_size,
+                     bint verify) except -1:
+    cdef int8_t magic = <int8_t>owner.ptr[pos + MAGIC_OFFSET]
+    b._owner = owner
+    b.position = pos
+    b.size_in_bytes = size
+    b._max = max_size
+    if magic >= 2:
+        check_v2_header(owner.ptr, pos, size, &b.h)
+        return 0
+    view = PyMemoryView_FromMemory(<char *>owner.ptr, owner.size, PyBUF_READ)
+    try:
+        base, last, crc, attributes, ts, records = _legacy.parse_legacy(view, pos, size, max_size, verify, Record)
+    finally:
+        view.release()
+    b.h.magic = magic
+    b.h.base_offset = base
+    b._legacy_last_offset = last
+    b.h.last_offset_delta = <int32_t>(last - base)
+    b.h.crc = crc
+    b.h.attributes = attributes
+    b.h.base_timestamp = ts
+    b.h.max_timestamp = ts
+    b.h.producer_id = -1
+    b.h.producer_epoch = -1
+    b.h.base_sequence = -1
+    b.h.partition_leader_epoch = -1
+    b.h.records_count = len(records)
+    b.h.batch_length = <int32_t>(size - LOG_OVERHEAD)
+    b._legacy_records = records
+    return 0
+
+
+cdef RecordBatch _make_batch(_Buffer owner, Py_ssize_t pos, Py_ssize_t size, Py_ssize_t max_size, bint verify):
+    cdef RecordBatch b = RecordBatch.__new__(RecordBatch)
+    _init_batch(b, owner, pos, size, max_size, verify)
+    return b
+
+
+@cython.final
+cdef class BatchIterator:
+    """Iterates the entries of a buffer; ``valid_bytes``/``trailing_bytes`` tell where it stopped."""
+    cdef _Buffer _buf
+    cdef Py_ssize_t _pos
+    cdef bint _verify
+    cdef bint _done
+    cdef Py_ssize_t _max
+
+    def __cinit__(self, data, bint verify_crc=True, Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE):
+        self._buf = _Buffer(data)
+        self._pos = 0
+        self._verify = verify_crc
+        self._max = max_decompressed_size
+        self._done = False
+
+    @property
+    def valid_bytes(self):
+        """Bytes of complete entries returned so far."""
+        return self._pos
+
+    @property
+    def trailing_bytes(self):
+        """Bytes after the last complete entry (a truncated tail, once iteration stopped)."""
+        return self._buf.size - self._pos
+
+    @property
+    def position(self):
+        return self._pos
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef Py_ssize_t size
+        cdef RecordBatch b
+        if self._done or next_entry(self._buf.ptr, self._pos, self._buf.size, &size):
+            self._done = True
+            raise StopIteration
+        b = _make_batch(self._buf, self._pos, size, self._max, self._verify)
+        if self._verify:
+            if b.h.magic >= 2:
+                verify_v2_crc(self._buf.ptr, self._pos, size, &b.h)
+            else:
+                b.validate_crc()
+        self._pos += size
+        return b
+
+
+def iter_batches(data, *, bint verify_crc=True, Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE):
+    """Iterate the batches in ``data`` (bytes, bytearray, memoryview, mmap) without copying it."""
+    return BatchIterator(data, verify_crc, max_decompressed_size)
+
+
+# --------------------------------------------------------------------------------- read_committed
+@cython.final
+cdef class ReadCommittedFilter:
+    """Kafka's consumer visibility rules, carried across successive chunks of one partition.
+
+    Feed it the record bytes of one partition in order (consecutive Fetch responses, or a segment in
+    arbitrary pieces); an incomplete batch at the end of a chunk is kept and completed by the next one.
+    """
+    cdef bint _committed
+    cdef list _heap
+    cdef set _seen
+    cdef set _aborted_pids
+    cdef public object last_stable_offset
+    cdef public object next_offset
+    cdef int64_t _fetch_offset
+    cdef bint _verify
+    cdef Py_ssize_t _max
+    cdef bytes _pending
+
+    def __init__(self, aborted_transactions=None, *, isolation="read_committed", last_stable_offset=None,
+                 fetch_offset=None, bint verify_crc=True,
+                 Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE):
+        self._committed = isolation_flag(isolation)
+        self._heap = []
+        self._seen = set()
+        self._aborted_pids = set()
+        self.last_stable_offset = last_stable_offset
+        self.next_offset = fetch_offset
+        self._fetch_offset = INT64_MIN_ if fetch_offset is None else fetch_offset
+        self._verify = verify_crc
+        self._max = max_decompressed_size
+        self._pending = b""
+        if aborted_transactions:
+            self.add_aborted_transactions(aborted_transactions)
+
+    def add_aborted_transactions(self, aborted_transactions):
+        """Add ``(producer_id, first_offset)`` pairs, in any order (duplicates are ignored)."""
+        if not self._committed:
+            return  # under read_uncommitted the list is ignored, as Kafka's consumer does
+        for entry in aborted_transactions:
+            pid, first = int(entry[0]), int(entry[1])
+            if (pid, first) in self._seen:
+                continue
+            self._seen.add((pid, first))
+            heapq.heappush(self._heap, (first, pid))
+
+    @property
+    def pending_bytes(self):
+        """Bytes of an incomplete batch held back until the next chunk completes it."""
+        return len(self._pending)
+
+    def feed(self, data):
+        """Decode one chunk; returns the visible records (``next_offset`` tells where to go on)."""
+        cdef _Buffer buf
+        cdef Py_ssize_t consumed = 0
+        out = RecordList()
+        if self._pending:
+            data = self._pending + bytes(data)
+        buf = _Buffer(data)
+        try:
+            self._run(buf, out, &consumed)
+        finally:
+            self._pending = PyBytes_FromStringAndSize(<const char *>buf.ptr + consumed, buf.size - consumed) \
+                if consumed < buf.size else b""
+        out.valid_bytes = consumed
+        out.trailing_bytes = buf.size - consumed
+        out.next_offset = self.next_offset
+        return out
+
+    cdef inline void _advance(self, int64_t offset):
+        if self.next_offset is None or offset > self.next_offset:
+            self.next_offset = offset
+
+    cdef int _run(self, _Buffer b, object out, Py_ssize_t *consumed) except -1:
+        cdef const uint8_t *buf = b.ptr
+        cdef Py_ssize_t end = b.size
+        cdef Py_ssize_t pos = 0
+        cdef Py_ssize_t size
+        cdef Header h
+        cdef int64_t limit = INT64_MAX_
+        cdef int64_t last
+        cdef RecordBatch legacy
+        cdef int ctype
+        if self._committed and self.last_stable_offset is not None:
+            limit = self.last_stable_offset
+        while not next_entry(buf, pos, end, &size):
+            if <int8_t>buf[pos + MAGIC_OFFSET] < 2:
+                legacy = _make_batch(b, pos, size, self._max, self._verify)
+                if self._verify:
+                    legacy.validate_crc()
+                if legacy.h.base_offset >= limit:
+                    break
+                legacy._decode_into(out, self._fetch_offset, limit)
+                self._advance(min(legacy._legacy_last_offset + 1, limit))
+                pos += size
+                consumed[0] = pos
+                continue
+            check_v2_header(buf, pos, size, &h)
+            if self._verify:
+                verify_v2_crc(buf, pos, size, &h)
+            if h.base_offset >= limit:
+                break
+            last = h.base_offset + h.last_offset_delta
+            pos += size
+            if self._committed and h.producer_id >= 0:
+                while self._heap and (<tuple>self._heap[0])[0] <= last:
+                    self._aborted_pids.add(heapq.heappop(self._heap)[1])
+                if h.attributes & CONTROL_FLAG_MASK:
+                    ctype = first_control_type(buf, pos - size, size, &h, self._max)
+                    if ctype == 0:
+                        self._aborted_pids.discard(h.producer_id)
+                elif (h.attributes & TRANSACTIONAL_FLAG_MASK) and self._aborted_pids \
+                        and h.producer_id in self._aborted_pids:
+                    self._advance(min(last + 1, limit))
+                    consumed[0] = pos
+                    continue
+            if not (h.attributes & CONTROL_FLAG_MASK):
+                decode_v2_batch(buf, pos - size, size, &h, out, self._fetch_offset, limit, self._max)
+            self._advance(min(last + 1, limit))
+            consumed[0] = pos
+        return 0
+
+
+def decode_records(data, *, isolation="read_uncommitted", aborted_transactions=None, last_stable_offset=None,
+                   fetch_offset=None, bint verify_crc=True,
+                   Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE):
+    """All visible data records of all batches in ``data``, as Kafka's consumer would return them.
+
+    Control records are never returned.  Under ``read_committed``, records of aborted transactions
+    (``aborted_transactions`` as ``(producer_id, first_offset)`` pairs, any order) and records at or
+    beyond ``last_stable_offset`` are hidden.  A truncated final batch is left out and counted in
+    ``trailing_bytes``.
+    """
+    f = ReadCommittedFilter(aborted_transactions, isolation=isolation, last_stable_offset=last_stable_offset,
+                            fetch_offset=fetch_offset, verify_crc=verify_crc,
+                            max_decompressed_size=max_decompressed_size)
+    return f.feed(data)
+
+
+# -------------------------------------------------------------------------------------------- encode
+cdef inline int _get_bytes(object obj, const char **ptr, Py_ssize_t *n, Py_buffer *view, str what) except -1:
+    """Borrow the bytes of ``obj`` (1 returned when a buffer view was taken and must be released)."""
+    if PyBytes_CheckExact(obj):
+        ptr[0] = PyBytes_AS_STRING(obj)
+        n[0] = PyBytes_GET_SIZE(obj)
+        return 0
+    if isinstance(obj, str):
+        raise InvalidAppendError(f"{what} must be bytes-like or None, not str (encode it first)")
+    try:
+        PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+    except (TypeError, BufferError):
+        raise InvalidAppendError(f"{what} must be bytes-like or None, got {type(obj).__name__}") from None
+    ptr[0] = <const char *>view.buf
+    n[0] = view.len
+    return 1
+
+
+@cython.final
+cdef class BatchBuilder:
+    """Builds one v2 record batch, byte for byte as Kafka's ``MemoryRecordsBuilder`` does."""
+    cdef uint8_t *_buf
+    cdef Py_ssize_t _len
+    cdef Py_ssize_t _cap
+    cdef readonly int64_t base_offset
+    cdef readonly int64_t producer_id
+    cdef readonly int16_t producer_epoch
+    cdef readonly int32_t base_sequence
+    cdef readonly bint transactional
+    cdef readonly int32_t partition_leader_epoch
+    cdef readonly object log_append_time
+    cdef readonly object delete_horizon_ms
+    cdef int _cid
+    cdef object _level
+    cdef int _ts_type
+    cdef int32_t _count
+    cdef int64_t _last_offset
+    cdef bint _has_last
+    cdef int64_t _first_ts
+    cdef bint _has_first_ts
+    cdef int64_t _max_ts
+
+    def __cinit__(self):
+        self._buf = NULL
+
+    def __init__(self, *, base_offset=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=False,
+                 compression="none", compression_level=None, timestamp_type="create_time", partition_leader_epoch=-1,
+                 log_append_time=None, delete_horizon_ms=None):
+        check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
+                           partition_leader_epoch, delete_horizon_ms)
+        self._ts_type = timestamp_type_bits(timestamp_type)
+        self._cid = _compression.codec_id(compression)
+        self._level = compression_level
+        self.base_offset = base_offset
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.transactional = bool(transactional)
+        self.partition_leader_epoch = partition_leader_epoch
+        if self._ts_type and log_append_time is None:
+            log_append_time = int(time.time() * 1000)
+        self.log_append_time = log_append_time
+        self.delete_horizon_ms = delete_horizon_ms
+        self._count = 0
+        self._has_last = False
+        self._max_ts = -1
+        self._has_first_ts = delete_horizon_ms is not None
+        self._first_ts = delete_horizon_ms if delete_horizon_ms is not None else 0
+        self._cap = 4096
+        self._buf = <uint8_t *>malloc(self._cap)
+        if self._buf == NULL:
+            raise MemoryError()
+        self._len = RECORD_BATCH_OVERHEAD  # the header is written by build()
+
+    def __dealloc__(self):
+        if self._buf != NULL:
+            free(self._buf)
+            self._buf = NULL
+
+    cdef int _reserve(self, Py_ssize_t extra) except -1:
+        cdef Py_ssize_t need = self._len + extra
+        cdef Py_ssize_t cap = self._cap
+        cdef uint8_t *nb
+        if need <= cap:
+            return 0
+        if need > <Py_ssize_t>INT32_MAX_ + LOG_OVERHEAD:
+            raise InvalidAppendError("batch larger than 2^31-1 bytes")
+        while cap < need:
+            cap *= 2
+        nb = <uint8_t *>realloc(self._buf, cap)
+        if nb == NULL:
+            raise MemoryError()
+        self._buf = nb
+        self._cap = cap
+        return 0
+
+    @property
+    def records_count(self):
+        return self._count
+
+    @property
+    def last_offset(self):
+        return self._last_offset if self._has_last else None
+
+    def size_in_bytes(self):
+        """Size of the batch if built now, before compression."""
+        return self._len if self._count else 0
+
+    def append(self, value, key=None, *, timestamp=None, headers=(), offset=None):
+        """Append one record; returns its offset."""
+        cdef int64_t off, ts, ts_delta, delta
+        cdef const char *kp = NULL
+        cdef const char *vp = NULL
+        cdef Py_ssize_t kn = -1, vn = -1, body, hn = 0
+        cdef Py_buffer kview, vview
+        cdef int kheld = 0, vheld = 0
+        cdef bytes hbytes = None
+        cdef uint8_t *p
+        if self._buf == NULL:
+            raise InvalidAppendError("BatchBuilder was not initialised")
+        if offset is None:
+            off = self._last_offset + 1 if self._has_last else self.base_offset
+        else:
+            off = offset
+            if self._has_last and off <= self._last_offset:
+                raise InvalidAppendError(f"illegal offset {off} following previous offset {self._last_offset} "
+                                         "(offsets must increase monotonically)")
+            if off < self.base_offset:
+                raise InvalidAppendError(f"offset {off} is below the batch base offset {self.base_offset}")
+        delta = off - self.base_offset
+        if delta > INT32_MAX_:
+            raise InvalidAppendError(f"offset {off} is more than 2^31-1 past the base offset")
+        if timestamp is None:
+            ts = <int64_t>(time.time() * 1000)
+        else:
+            ts = timestamp
+            if ts < 0 and ts != -1:
+                raise InvalidAppendError(f"invalid negative timestamp {ts}")
+        if self._count == INT32_MAX_:
+            raise InvalidAppendError("a batch holds at most 2^31-1 records")
+        if headers:
+            hbytes = _encode_headers(headers)
+            hn = PyBytes_GET_SIZE(hbytes)
+        try:
+            if key is not None:
+                kheld = _get_bytes(key, &kp, &kn, &kview, "key")
+            if value is not None:
+                vheld = _get_bytes(value, &vp, &vn, &vview, "value")
+            ts_delta = ts - (self._first_ts if self._has_first_ts else ts)
+            body = (1 + varlong_size(ts_delta) + varlong_size(delta)
+                    + varlong_size(kn) + (kn if kn > 0 else 0)
+                    + varlong_size(vn) + (vn if vn > 0 else 0)
+                    + (hn if hn else 1))
+            if body > INT32_MAX_:
+                raise InvalidAppendError("record larger than 2^31-1 bytes")
+            self._reserve(body + 5)
+            p = self._buf + self._len
+            p += wr_varlong(p, body)
+            p[0] = 0
+            p += 1
+            p += wr_varlong(p, ts_delta)
+            p += wr_varlong(p, delta)
+            p += wr_varlong(p, kn)
+            if kn > 0:
+                memcpy(p, kp, kn)
+                p += kn
+            p += wr_varlong(p, vn)
+            if vn > 0:
+                memcpy(p, vp, vn)
+                p += vn
+            if hn:
+                memcpy(p, PyBytes_AS_STRING(hbytes), hn)
+                p += hn
+            else:
+                p[0] = 0
+                p += 1
+            self._len = p - self._buf
+        finally:
+            if kheld:
+                PyBuffer_Release(&kview)
+            if vheld:
+                PyBuffer_Release(&vview)
+        if not self._has_first_ts:
+            self._first_ts = ts
+            self._has_first_ts = True
+        self._count += 1
+        self._last_offset = off
+        self._has_last = True
+        if ts > self._max_ts:
+            self._max_ts = ts
+        return off
+
+    def build(self):
+        """The finished batch (empty bytes if nothing was appended, as Kafka returns an empty set)."""
+        cdef bytes out
+        cdef uint8_t *o
+        cdef Py_ssize_t plen
+        cdef object payload
+        cdef int attributes
+        if self._count == 0:
+            return b""
+        attributes = (self._cid | self._ts_type | (TRANSACTIONAL_FLAG_MASK if self.transactional else 0)
+                      | (DELETE_HORIZON_FLAG_MASK if self.delete_horizon_ms is not None else 0))
+        if self._cid == 0:
+            plen = self._len - RECORD_BATCH_OVERHEAD
+            out = PyBytes_FromStringAndSize(NULL, self._len)
+            o = <uint8_t *>PyBytes_AS_STRING(out)
+            memcpy(o + RECORD_BATCH_OVERHEAD, self._buf + RECORD_BATCH_OVERHEAD, plen)
+        else:
+            view = PyMemoryView_FromMemory(<char *>self._buf + RECORD_BATCH_OVERHEAD,
+                                           self._len - RECORD_BATCH_OVERHEAD, PyBUF_READ)
+            try:
+                payload = _compression.compress(self._cid, view, self._level)
+            finally:
+                view.release()
+            plen = len(payload)
+            if plen + RECORD_BATCH_OVERHEAD - LOG_OVERHEAD > INT32_MAX_:
+                raise InvalidAppendError("compressed batch larger than 2^31-1 bytes")
+            out = PyBytes_FromStringAndSize(NULL, plen + RECORD_BATCH_OVERHEAD)
+            o = <uint8_t *>PyBytes_AS_STRING(out)
+            memcpy(o + RECORD_BATCH_OVERHEAD, PyBytes_AS_STRING(payload), plen)
+        _write_header(o, self.base_offset, <int32_t>(plen + RECORD_BATCH_OVERHEAD - LOG_OVERHEAD),
+                      self.partition_leader_epoch, attributes, <int32_t>(self._last_offset - self.base_offset),
+                      self._first_ts, self.log_append_time if self._ts_type else self._max_ts, self.producer_id,
+                      self.producer_epoch, self.base_sequence, self._count)
+        kx_store_be32(o + CRC_OFFSET, _crc(0, o + ATTRIBUTES_OFFSET, plen + RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET))
+        return out
+
+
+cdef void _write_header(uint8_t *o, int64_t base_offset, int32_t length, int32_t leader_epoch, int attributes,
+                        int32_t last_offset_delta, int64_t base_ts, int64_t max_ts, int64_t producer_id,
+                        int16_t producer_epoch, int32_t base_sequence, int32_t count) noexcept:
+    kx_store_be64(o, <uint64_t>base_offset)
+    kx_store_be32(o + LENGTH_OFFSET, <uint32_t>length)
+    kx_store_be32(o + PARTITION_LEADER_EPOCH_OFFSET, <uint32_t>leader_epoch)
+    o[MAGIC_V2_OFFSET] = 2
+    kx_store_be32(o + CRC_OFFSET, 0)
+    kx_store_be16(o + ATTRIBUTES_OFFSET, <uint16_t>attributes)
+    kx_store_be32(o + LAST_OFFSET_DELTA_OFFSET, <uint32_t>last_offset_delta)
+    kx_store_be64(o + BASE_TIMESTAMP_OFFSET, <uint64_t>base_ts)
+    kx_store_be64(o + MAX_TIMESTAMP_OFFSET, <uint64_t>max_ts)
+    kx_store_be64(o + PRODUCER_ID_OFFSET, <uint64_t>producer_id)
+    kx_store_be16(o + PRODUCER_EPOCH_OFFSET, <uint16_t>producer_epoch)
+    kx_store_be32(o + BASE_SEQUENCE_OFFSET, <uint32_t>base_sequence)
+    kx_store_be32(o + RECORDS_COUNT_OFFSET, <uint32_t>count)
+
+
+cdef bytes _encode_headers(object headers):
+    """The headers section of a record: count, then each key (UTF-8) and value."""
+    cdef bytearray out = bytearray()
+    cdef uint8_t tmp[10]
+    cdef Py_ssize_t n
+    hs = list(headers)
+    n = wr_varlong(tmp, len(hs))
+    out += (<char *>tmp)[:n]
+    for h in hs:
+        try:
+            hk, hv = h
+        except (TypeError, ValueError):
+            raise InvalidAppendError(f"a header must be a (key, value) pair, got {h!r}") from None
+        if hk is None:
+            raise InvalidAppendError("invalid null header key found in headers")
+        if isinstance(hk, str):
+            hk = (<str>hk).encode("utf-8", "surrogateescape")
+        for part, what in ((hk, "header key"), (hv, "header value")):
+            if part is None:
+                out.append(1)
+                continue
+            if isinstance(part, str):
+                raise InvalidAppendError(f"{what} must be bytes-like or None, not str (encode it first)")
+            try:
+                mv = memoryview(part)
+            except TypeError:
+                raise InvalidAppendError(f"{what} must be bytes-like or None, got {type(part).__name__}") from None
+            n = wr_varlong(tmp, mv.nbytes)
+            out += (<char *>tmp)[:n]
+            out += mv.cast("B") if mv.ndim != 1 or mv.itemsize != 1 else mv
+    return bytes(out)

@@ -1,0 +1,87 @@
+"""Small pieces shared by both codec backends (argument checks and result types, never hot)."""
+
+from __future__ import annotations
+
+from ._consts import INT32_MAX, TIMESTAMP_TYPE_MASK
+from .errors import InvalidAppendError
+
+TIMESTAMP_TYPE_BITS = {"create_time": 0, "log_append_time": TIMESTAMP_TYPE_MASK}
+
+
+class RecordList(list):
+    """A list of records plus where the read ended.
+
+    ``next_offset`` is the offset to fetch next: past control records, aborted batches and offsets
+    removed by compaction, so a reader never stops one offset short of the end (``None`` if no batch
+    was read and no ``fetch_offset`` given).  ``valid_bytes`` counts the bytes of the complete batches
+    read; ``trailing_bytes`` the bytes after them (a truncated tail, normal at the end of a Fetch
+    response or of a segment cut by a crash).
+    """
+
+    __slots__ = ("next_offset", "valid_bytes", "trailing_bytes")
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.next_offset = None
+        self.valid_bytes = 0
+        self.trailing_bytes = 0
+
+    def __repr__(self):
+        return (
+            f"RecordList({list.__repr__(self)}, next_offset={self.next_offset}, "
+            f"valid_bytes={self.valid_bytes}, trailing_bytes={self.trailing_bytes})"
+        )
+
+    def __reduce__(self):
+        return (_rebuild_record_list, (list(self), self.next_offset, self.valid_bytes, self.trailing_bytes))
+
+
+def _rebuild_record_list(items, next_offset, valid_bytes, trailing_bytes):
+    out = RecordList(items)
+    out.next_offset = next_offset
+    out.valid_bytes = valid_bytes
+    out.trailing_bytes = trailing_bytes
+    return out
+
+
+def isolation_flag(isolation) -> bool:
+    """True for read_committed, False for read_uncommitted."""
+    if isolation == "read_committed":
+        return True
+    if isolation == "read_uncommitted":
+        return False
+    raise ValueError(f"isolation must be 'read_committed' or 'read_uncommitted', got {isolation!r}")
+
+
+def timestamp_type_bits(timestamp_type) -> int:
+    try:
+        return TIMESTAMP_TYPE_BITS[timestamp_type]
+    except (KeyError, TypeError):
+        raise InvalidAppendError(
+            f"timestamp_type must be 'create_time' or 'log_append_time', got {timestamp_type!r}"
+        ) from None
+
+
+def check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional, leader_epoch,
+                       delete_horizon_ms) -> None:  # fmt: skip
+    """MemoryRecordsBuilder's and the broker's rules for a producer batch's header fields."""
+    for name, v, lo, hi in (
+        ("base_offset", base_offset, 0, (1 << 63) - 1),
+        ("producer_id", producer_id, -(1 << 63), (1 << 63) - 1),
+        ("producer_epoch", producer_epoch, -(1 << 15), (1 << 15) - 1),
+        ("base_sequence", base_sequence, -(1 << 31), INT32_MAX),
+        ("partition_leader_epoch", leader_epoch, -(1 << 31), INT32_MAX),
+    ):
+        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+            raise InvalidAppendError(f"{name} must be an integer in [{lo}, {hi}], got {v!r}")
+    if transactional and producer_id < 0:
+        raise InvalidAppendError("cannot write transactional messages without a valid producer id")
+    if producer_id >= 0:
+        if producer_epoch < 0:
+            raise InvalidAppendError(f"invalid negative producer epoch {producer_epoch}")
+        if base_sequence < 0:
+            raise InvalidAppendError(f"invalid negative sequence number {base_sequence}")
+    if delete_horizon_ms is not None and (
+        not isinstance(delete_horizon_ms, int) or not 0 <= delete_horizon_ms < (1 << 63)
+    ):
+        raise InvalidAppendError(f"delete_horizon_ms must be a non-negative integer, got {delete_horizon_ms!r}")

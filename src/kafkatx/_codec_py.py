@@ -12,7 +12,7 @@ import struct
 import time
 
 from . import _control, _legacy
-from ._common import RecordList, check_builder_args, isolation_flag, timestamp_type_bits
+from ._common import RecordList, as_bytes, as_headers, check_builder_args, isolation_flag, timestamp_type_bits
 from . import compression as _compression
 from ._consts import (
     COMPRESSION_NAMES,
@@ -158,12 +158,12 @@ class Record:
     __slots__ = ("offset", "timestamp", "key", "value", "headers", "sequence")
 
     def __init__(self, offset, timestamp, key, value, headers=(), sequence=-1):
-        self.offset = offset
-        self.timestamp = timestamp
-        self.key = key
-        self.value = value
-        self.headers = headers
-        self.sequence = sequence
+        self.offset = int(offset)
+        self.timestamp = int(timestamp)
+        self.key = as_bytes(key, "key")
+        self.value = as_bytes(value, "value")
+        self.headers = as_headers(headers)
+        self.sequence = int(sequence)
 
     def _tuple(self):
         return (self.offset, self.timestamp, self.key, self.value, self.headers, self.sequence)

@@ -44,6 +44,28 @@ def _rebuild_record_list(items, next_offset, valid_bytes, trailing_bytes):
     return out
 
 
+def as_bytes(data, what: str):
+    """``None`` or the bytes of a bytes-like object (a Record holds nothing else)."""
+    if data is None or type(data) is bytes:
+        return data
+    if isinstance(data, str):
+        raise TypeError(f"record {what} must be bytes-like or None, not str")
+    return bytes(data)
+
+
+def as_headers(headers) -> tuple:
+    """Record headers as a tuple of ``(str, bytes | None)`` pairs."""
+    if type(headers) is tuple and not headers:
+        return headers
+    out = []
+    for h in headers:
+        k, v = h
+        if not isinstance(k, str):
+            raise TypeError(f"a header key must be str, got {type(k).__name__}")
+        out.append((str(k), as_bytes(v, "header value")))
+    return tuple(out)
+
+
 def isolation_flag(isolation) -> bool:
     """True for read_committed, False for read_uncommitted."""
     if isolation == "read_committed":

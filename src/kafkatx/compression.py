@@ -17,7 +17,9 @@ instead of growing further, so a small compressed payload can never make us allo
 
 from __future__ import annotations
 
+import functools
 import struct
+import threading
 import zlib
 
 from ._consts import COMPRESSION_IDS, COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
@@ -212,6 +214,11 @@ def _xxh32_short(data: bytes, seed: int = 0) -> int:
     return h
 
 
+@functools.lru_cache(maxsize=64)
+def _lz4_header_checksum(descriptor: bytes) -> int:
+    return (_xxh32_short(descriptor) >> 8) & 0xFF
+
+
 def _lz4_check_header(mv, magic: int) -> bytes | None:
     """Kafka's Lz4BlockInputStream header checks; returns a repaired header for magic v0, else None."""
     if len(mv) < 7 or bytes(mv[:4]) != LZ4_MAGIC:
@@ -229,7 +236,7 @@ def _lz4_check_header(mv, magic: int) -> bytes | None:
     desc_end = 6 + (8 if flg & 0x08 else 0)
     if len(mv) < desc_end + 1:
         raise DecompressionError("truncated lz4 frame header")
-    hc = (_xxh32_short(bytes(mv[4:desc_end])) >> 8) & 0xFF
+    hc = _lz4_header_checksum(bytes(mv[4:desc_end]))
     if magic == 0:
         # pre-KIP-57 writers hashed magic+FLG+BD; Kafka ignores HC for v0, so repair it for the decoder
         if mv[desc_end] != hc:
@@ -242,20 +249,52 @@ def _lz4_check_header(mv, magic: int) -> bytes | None:
     return None
 
 
+def _lz4_frame_end(mv, desc_end: int):
+    """Walk the blocks of the frame; return (end of frame, upper bound of its output)."""
+    flg = mv[4]
+    block_max = 1 << (8 + 2 * ((mv[5] >> 4) & 7))  # 4: 64 KiB ... 7: 4 MiB
+    block_checksum = 4 if flg & 0x10 else 0
+    pos = desc_end + 1
+    end = len(mv)
+    bound = 0
+    while True:
+        if end - pos < 4:
+            raise DecompressionError(f"truncated lz4 payload: block header missing at payload byte {pos}")
+        (size,) = struct.unpack_from("<I", mv, pos)
+        pos += 4
+        if size == 0:
+            break  # end mark
+        n = size & 0x7FFFFFFF
+        if n > block_max:
+            raise DecompressionError(f"invalid lz4 block of {n} bytes (maximum {block_max}) at payload byte {pos - 4}")
+        if n + block_checksum > end - pos:
+            raise DecompressionError(f"truncated lz4 payload: block at payload byte {pos - 4} runs past the end")
+        pos += n + block_checksum
+        bound += block_max
+    if flg & 0x04:  # content checksum (read, not verified, by Kafka)
+        if end - pos < 4:
+            raise DecompressionError("truncated lz4 payload: content checksum missing")
+        pos += 4
+    return pos, bound
+
+
 def _unlz4(data, max_size: int, magic: int) -> bytes:
     frame = _import("lz4.frame", "lz4")
     mv = memoryview(data)
     repaired = _lz4_check_header(mv, magic)
-    src = bytes(mv) if repaired is None else repaired + bytes(mv[len(repaired) :])
-    d = frame.LZ4FrameDecompressor()
+    desc_end = 6 + (8 if mv[4] & 0x08 else 0)
+    frame_end, bound = _lz4_frame_end(mv, desc_end)  # bytes after the end mark are ignored, as Kafka does
+    # (python-lz4 reads bytes several times faster than a memoryview, so one copy pays for itself)
+    src = bytes(mv[:frame_end]) if repaired is None else repaired + bytes(mv[len(repaired) : frame_end])
     try:
+        if bound <= max_size:  # the block walk already bounds the output
+            return frame.decompress(src)
+        d = frame.LZ4FrameDecompressor()
         out = d.decompress(src, max_length=max_size + 1)
     except RuntimeError as exc:
         raise DecompressionError(f"invalid lz4 payload: {exc}") from None
-    if len(out) > max_size:
+    if len(out) > max_size or not d.eof:
         raise _too_big(max_size)
-    if not d.eof:
-        raise DecompressionError("truncated lz4 payload: the frame has no end mark")
     return out
 
 
@@ -351,14 +390,25 @@ def _zstd_frames(mv):
         yield start, pos, bound
 
 
+_local = threading.local()
+
+
+def _zstd_decompressor(zstd):
+    """One decompression context per thread (contexts are reusable but not thread-safe)."""
+    dctx = getattr(_local, "zstd", None)
+    if dctx is None:
+        dctx = _local.zstd = zstd.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
+    return dctx
+
+
 def _unzstd(data, max_size: int) -> bytes:
     zstd = _import("zstandard", "zstd")
     mv = memoryview(data)
-    dctx = zstd.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
+    dctx = _zstd_decompressor(zstd)
     out = []
     total = 0
     for start, stop, bound in list(_zstd_frames(mv)):
-        frame = bytes(mv[start:stop])
+        frame = mv[start:stop]
         try:
             if total + bound <= max_size:
                 d = dctx.decompressobj()

@@ -86,3 +86,106 @@ class DecompressedSizeError(KafkaTxError):
 
 class InvalidAppendError(KafkaTxError, ValueError):
     """A BatchBuilder append (or builder argument) breaks Kafka's rules."""
+
+
+# --- transactions and producer state
+
+
+class _WhereError(KafkaTxError, ValueError):
+    """Base of the file-format errors below: the message says which file and which byte position."""
+
+    def __init__(self, message: str, position: int | None = None, file: str | None = None):
+        where = []
+        if file is not None:
+            where.append(f"in {file}")
+        if position is not None:
+            where.append(f"at byte {position}")
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+        self.reason = message
+        self.position = position
+        self.file = file
+
+    def __reduce__(self):
+        return (type(self), (self.reason, self.position, self.file))
+
+
+class CorruptIndexError(_WhereError):
+    """A ``.txnindex`` file is not valid (Kafka's CorruptIndexException, e.g. an entry below the segment base)."""
+
+
+class InvalidTxnIndexVersionError(CorruptIndexError):
+    """A ``.txnindex`` entry has a version above 0 (Kafka throws KafkaException "Unexpected aborted transaction version")."""
+
+
+class TxnIndexAppendError(KafkaTxError, ValueError):
+    """An aborted transaction appended out of order (its last offset is not above the previous one)."""
+
+
+class CorruptSnapshotError(_WhereError):
+    """A producer-state ``.snapshot`` file is not valid (Kafka's CorruptSnapshotException)."""
+
+
+class TxnLogError(_WhereError):
+    """A ``__transaction_state`` key or value is malformed (truncated, bad length, unknown status...)."""
+
+
+class UnknownTxnValueVersionError(TxnLogError):
+    """A ``__transaction_state`` value has a version other than 0 or 1."""
+
+
+class IllegalTransitionError(KafkaTxError, ValueError):
+    """A transaction state change that the coordinator's (or the client's) state table forbids."""
+
+    def __init__(self, message: str, from_state=None, to_state=None):
+        super().__init__(message)
+        self.reason = message
+        self.from_state = from_state
+        self.to_state = to_state
+
+    def __reduce__(self):
+        return (type(self), (self.reason, self.from_state, self.to_state))
+
+
+class ProducerStateError(KafkaTxError):
+    """Base of the partition leader's idempotence / transaction checks (section 11 of kafka-format.md)."""
+
+    def __init__(self, message: str, producer_id: int | None = None, offset: int | None = None):
+        super().__init__(message)
+        self.reason = message
+        self.producer_id = producer_id
+        self.offset = offset
+
+    def __reduce__(self):
+        return (type(self), (self.reason, self.producer_id, self.offset))
+
+
+class OutOfOrderSequenceError(ProducerStateError):
+    """OUT_OF_ORDER_SEQUENCE_NUMBER: the batch's first sequence does not follow the producer's last one."""
+
+
+class InvalidProducerEpochError(ProducerStateError):
+    """INVALID_PRODUCER_EPOCH: the batch (or marker) carries an epoch older than the producer's current one."""
+
+
+class InvalidTxnStateError(ProducerStateError):
+    """INVALID_TXN_STATE: non-transactional data from a producer whose transaction is still open."""
+
+
+class TransactionCoordinatorFencedError(ProducerStateError):
+    """TRANSACTION_COORDINATOR_FENCED: a marker from a coordinator epoch older than the last one seen."""
+
+
+__all__ += [  # noqa: PLE0605
+    "CorruptIndexError",
+    "InvalidTxnIndexVersionError",
+    "TxnIndexAppendError",
+    "CorruptSnapshotError",
+    "TxnLogError",
+    "UnknownTxnValueVersionError",
+    "IllegalTransitionError",
+    "ProducerStateError",
+    "OutOfOrderSequenceError",
+    "InvalidProducerEpochError",
+    "InvalidTxnStateError",
+    "TransactionCoordinatorFencedError",
+]

@@ -1,0 +1,864 @@
+"""The ``kafkatx`` command line: ``dump``, ``summary``, ``demo`` and ``version``.
+
+``kafkatx dump`` prints a segment the way Kafka's ``kafka-dump-log.sh`` (``DumpLogSegments``) does, field
+for field, so its output can be diffed against Kafka's own tool.  ``kafkatx summary`` decodes a whole log
+(CRC checked) and tells in a few lines what is in it, including how many records a ``read_committed``
+reader sees.  Exit codes: 0 success, 1 corrupt or unreadable input, 2 usage error or unsupported file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import struct
+import sys
+import zlib
+from pathlib import Path
+
+import kafkatx
+
+from . import compression as _compression
+from .errors import InvalidRecordError, KafkaTxError
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+# ControlRecordType.java
+CONTROL_TYPE_NAMES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
+ABORT, COMMIT = 0, 1
+
+# TimestampType.toString()
+TIMESTAMP_LABELS = {
+    "create_time": "CreateTime",
+    "log_append_time": "LogAppendTime",
+    "no_timestamp_type": "NoTimestampType",
+}
+
+TXNINDEX_ENTRY_SIZE = 34
+_TXN_ENTRY = struct.Struct(">bxqqqq")  # AbortedTxn.version() reads one (signed) byte, Kafka's quirk
+
+# Above this size ``summary`` feeds a segment to the read_committed filter in chunks, so memory stays
+# bounded by one chunk of records instead of the whole segment's.
+SUMMARY_WHOLE_SEGMENT_BYTES = 64 * 1024 * 1024
+SUMMARY_CHUNK_BYTES = 16 * 1024 * 1024
+
+SAMPLE_LOG = ("data", "sample", "00000000000000000000.log")
+
+
+class CliError(Exception):
+    """A problem with the command line or the file system, reported without a traceback."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR):
+        super().__init__(message)
+        self.code = code
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def _out(line: str = "") -> None:
+    sys.stdout.write(line + "\n")
+
+
+def _err(message: str) -> None:
+    sys.stderr.write(f"kafkatx: {message}\n")
+
+
+def _text(data) -> str:
+    """Bytes as Kafka's StringDecoder shows them: UTF-8, invalid sequences replaced."""
+    return bytes(data).decode("utf-8", "replace")
+
+
+def _header_key(key) -> str:
+    # Record headers hold str keys decoded with surrogateescape; Java decodes with replacement.
+    if isinstance(key, str):
+        return key.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return _text(key)
+
+
+def _java_bool(flag) -> str:
+    return "true" if flag else "false"
+
+
+def _optional_long(value) -> str:
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
+def _offset_from_name(name: str):
+    """Kafka's offsetFromFileName: the digits before the first dot, or None if there are none."""
+    head = name.split(".", 1)[0]
+    return int(head) if head.isdigit() and head.isascii() else None
+
+
+def _read_file(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except IsADirectoryError:
+        raise CliError(f"{path}: is a directory") from None
+    except OSError as exc:
+        raise CliError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _parse_control(record, batch):
+    """(type id, coordinator epoch or None) of a control record, as Kafka's parsers read it."""
+    key = record.key
+    if key is None or len(key) < 4:
+        raise InvalidRecordError("control record key is shorter than 4 bytes", batch.position, batch.base_offset)
+    version, type_id = struct.unpack_from(">hh", key)
+    if version < 0:
+        raise InvalidRecordError(
+            f"invalid version {version} of control record key, may indicate data corruption",
+            batch.position,
+            batch.base_offset,
+        )
+    if type_id not in (ABORT, COMMIT):
+        return type_id, None
+    value = record.value
+    if value is None or len(value) < 6:
+        raise InvalidRecordError(
+            "end transaction marker value is shorter than 6 bytes", batch.position, batch.base_offset
+        )
+    marker_version, coordinator_epoch = struct.unpack_from(">hi", value)
+    if marker_version < 0:
+        raise InvalidRecordError(
+            f"invalid version {marker_version} of end transaction marker", batch.position, batch.base_offset
+        )
+    return type_id, coordinator_epoch
+
+
+def _control_name(type_id: int) -> str:
+    return CONTROL_TYPE_NAMES.get(type_id, "UNKNOWN")
+
+
+def _legacy_checksums(data, batch):
+    """[(crc, is_valid)] of each message inside a legacy entry, in record order.
+
+    An uncompressed entry is one message (the entry's own CRC); a compressed wrapper's inner messages
+    each carry a CRC-32 of their own, which Kafka's tool prints per record.
+    """
+    if batch.compression == "none":
+        return [(batch.crc, batch.is_valid)]
+    pos = batch.position + 12
+    end = batch.position + batch.size_in_bytes
+    magic = data[pos + 4]
+    p = pos + 6 + (8 if magic == 1 else 0)
+    (klen,) = struct.unpack_from(">i", data, p)
+    p += 4 + max(klen, 0)
+    (vlen,) = struct.unpack_from(">i", data, p)
+    p += 4
+    value = bytes(data[p : min(p + max(vlen, 0), end)])
+    inner = _compression.decompress(_compression.codec_id(batch.compression), value, magic=magic)
+    out = []
+    q = 0
+    while q + 12 <= len(inner):
+        (size,) = struct.unpack_from(">i", inner, q + 8)
+        start = q + 12
+        stop = start + size
+        (crc,) = struct.unpack_from(">I", inner, start)
+        out.append((crc, zlib.crc32(inner[start + 4 : stop]) & 0xFFFFFFFF == crc))
+        q = stop
+    return out
+
+
+# --------------------------------------------------------------------------------------------- dump
+def _batch_line(batch, valid: bool) -> str:
+    if batch.magic >= 2:
+        head = (
+            f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.records_count} "
+            f"baseSequence: {batch.base_sequence} lastSequence: {batch.last_sequence} "
+            f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
+            f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
+            f"isTransactional: {_java_bool(batch.is_transactional)} isControl: {_java_bool(batch.is_control)} "
+            f"deleteHorizonMs: {_optional_long(batch.delete_horizon_ms)}"
+        )
+    else:
+        head = f"offset: {batch.last_offset}"
+    return (
+        f"{head} position: {batch.position} {TIMESTAMP_LABELS[batch.timestamp_type]}: {batch.max_timestamp} "
+        f"size: {batch.size_in_bytes} magic: {batch.magic} compresscodec: {batch.compression} "
+        f"crc: {batch.crc} isvalid: {_java_bool(valid)}"
+    )
+
+
+def _batch_json(batch, valid: bool) -> dict:
+    return {
+        "type": "batch",
+        "position": batch.position,
+        "base_offset": batch.base_offset,
+        "last_offset": batch.last_offset,
+        "count": batch.records_count,
+        "base_sequence": batch.base_sequence,
+        "last_sequence": batch.last_sequence,
+        "producer_id": batch.producer_id,
+        "producer_epoch": batch.producer_epoch,
+        "partition_leader_epoch": batch.partition_leader_epoch,
+        "is_transactional": bool(batch.is_transactional),
+        "is_control": bool(batch.is_control),
+        "delete_horizon_ms": batch.delete_horizon_ms,
+        "timestamp_type": batch.timestamp_type,
+        "max_timestamp": batch.max_timestamp,
+        "size": batch.size_in_bytes,
+        "magic": batch.magic,
+        "compression": batch.compression,
+        "crc": batch.crc,
+        "is_valid": bool(valid),
+    }
+
+
+def _record_output(batch, record, args, legacy_crc, as_json):
+    """One ``| offset: ...`` line (or JSON object) for a record, as DumpLogSegments prints it."""
+    key, value = record.key, record.value
+    key_size = -1 if key is None else len(key)
+    value_size = -1 if value is None else len(value)
+    control = None
+    if batch.is_control:
+        type_id, coordinator_epoch = _parse_control(record, batch)
+        control = (type_id, coordinator_epoch)
+    show_data = args.print_data_log and not batch.is_control
+    if as_json:
+        obj = {
+            "type": "record",
+            "offset": record.offset,
+            "timestamp": record.timestamp,
+            "timestamp_type": batch.timestamp_type,
+            "key_size": key_size,
+            "value_size": value_size,
+        }
+        if batch.magic >= 2:
+            obj["sequence"] = record.sequence
+            obj["header_keys"] = [_header_key(h[0]) for h in record.headers]
+        if legacy_crc is not None:
+            obj["is_valid"], obj["crc"] = bool(legacy_crc[1]), legacy_crc[0]
+        if control is not None:
+            obj["control_type"] = _control_name(control[0])
+            obj["control_type_id"] = control[0]
+            if control[1] is not None:
+                obj["coordinator_epoch"] = control[1]
+        if show_data:
+            obj["key"] = None if key is None else _text(key)
+            obj["payload"] = None if value is None else _text(value)
+        return obj
+    parts = []
+    prefix = "| "
+    if not args.skip_record_metadata:
+        line = (
+            f"| offset: {record.offset} {TIMESTAMP_LABELS[batch.timestamp_type]}: {record.timestamp} "
+            f"keySize: {key_size} valueSize: {value_size}"
+        )
+        parts.append(line)
+        prefix = " "
+        if batch.magic >= 2:
+            keys = ",".join(_header_key(h[0]) for h in record.headers)
+            parts.append(f" sequence: {record.sequence} headerKeys: [{keys}]")
+        if legacy_crc is not None:
+            parts.append(f" isValid: {_java_bool(legacy_crc[1])} crc: {legacy_crc[0]}")
+        if control is not None:
+            type_id, coordinator_epoch = control
+            if coordinator_epoch is not None:
+                parts.append(f" endTxnMarker: {_control_name(type_id)} coordinatorEpoch: {coordinator_epoch}")
+            else:
+                parts.append(f" controlType: {_control_name(type_id)}({type_id})")
+    if show_data:
+        if key is not None:
+            parts.append(f"{prefix}key: {_text(key)}")
+            prefix = " "
+        if value is not None:
+            parts.append(f"{prefix}payload: {_text(value)}")
+    return "".join(parts)
+
+
+def _dump_log(path: Path, display: str, args) -> int:
+    data = _read_file(path)
+    as_json = args.json
+    start = _offset_from_name(path.name)
+    if as_json:
+        _out(json.dumps({"type": "file", "path": display, "kind": "log", "log_start_offset": start}))
+    else:
+        _out(f"Dumping {display}")
+        if start is not None:
+            _out(f"Log starting offset: {start}")
+    view = memoryview(data)
+    if args.max_bytes is not None:
+        view = view[: args.max_bytes]
+    deep = args.deep_iteration or args.print_data_log
+    status = EXIT_OK
+    invalid_positions = []
+    gaps = []
+    last_offset = None
+    it = kafkatx.iter_batches(view, verify_crc=False)
+    for batch in it:
+        valid = batch.is_valid
+        if not valid:
+            invalid_positions.append(batch.position)
+        _out(json.dumps(_batch_json(batch, valid)) if as_json else _batch_line(batch, valid))
+        if not deep:
+            continue
+        records = batch.records()
+        checksums = _legacy_checksums(view, batch) if batch.magic < 2 else None
+        for i, record in enumerate(records):
+            if last_offset is not None and record.offset != last_offset + 1:
+                gaps.append((last_offset, record.offset))
+            last_offset = record.offset
+            legacy_crc = None
+            if checksums is not None:
+                legacy_crc = checksums[i] if i < len(checksums) else (batch.crc, valid)
+            line = _record_output(batch, record, args, legacy_crc, as_json)
+            _out(json.dumps(line) if as_json else line)
+    trailing = it.trailing_bytes
+    if trailing > 0 and args.max_bytes is None:
+        if as_json:
+            _out(json.dumps({"type": "trailing_bytes", "bytes": trailing, "file": path.name}))
+        else:
+            _out(f"Found {trailing} invalid bytes at the end of {path.name}")
+    if gaps:
+        sys.stderr.write(f"Non-consecutive offsets in {display}\n")
+        for a, b in gaps:
+            sys.stderr.write(f"  {a} is followed by {b}\n")
+    if invalid_positions and args.verify_crc:
+        sys.stdout.flush()
+        _err(
+            f"{display}: {len(invalid_positions)} batch(es) failed the CRC check, the first at byte "
+            f"{invalid_positions[0]} (use --no-verify-crc to report them as isvalid: false only)"
+        )
+        status = EXIT_ERROR
+    return status
+
+
+def _read_txnindex_entries(data, display: str):
+    """[(version, producer id, first offset, last offset, LSO)] of a ``.txnindex``, in file order.
+
+    Uses :mod:`kafkatx.txnindex` when it can be imported; the fallback below reads the same 34-byte
+    entries with the same quirks (one signed version byte; a partial trailing entry is ignored).
+    """
+    try:
+        from . import txnindex as _txnindex
+    except ImportError:
+        _txnindex = None
+    if _txnindex is not None and hasattr(_txnindex, "read_txnindex"):
+        # A buffer (not the path) so that, like DumpLogSegments, no base-offset sanity check runs.
+        try:
+            entries = _txnindex.read_txnindex(data)
+        except KafkaTxError as exc:
+            reason = str(getattr(exc, "reason", exc)).replace("<buffer>", display)
+            raise type(exc)(reason, getattr(exc, "position", None)) from None
+        return [(e.version, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset) for e in entries]
+    out = []
+    n = len(data) // TXNINDEX_ENTRY_SIZE
+    for i in range(n):
+        entry = _TXN_ENTRY.unpack_from(data, i * TXNINDEX_ENTRY_SIZE)
+        if entry[0] > 0:
+            raise KafkaTxError(
+                f"Unexpected aborted transaction version {entry[0]} in transaction index {display}, "
+                f"current version is 0 (at byte {i * TXNINDEX_ENTRY_SIZE})"
+            )
+        out.append(entry)
+    return out
+
+
+def _dump_txnindex(path: Path, display: str, args) -> int:
+    data = _read_file(path)
+    if args.json:
+        _out(json.dumps({"type": "file", "path": display, "kind": "txnindex"}))
+    else:
+        _out(f"Dumping {display}")
+    for version, pid, first, last, lso in _read_txnindex_entries(data, display):
+        if args.json:
+            _out(json.dumps({"type": "aborted_txn", "version": version, "producer_id": pid, "first_offset": first,
+                             "last_offset": last, "last_stable_offset": lso}))  # fmt: skip
+        else:
+            _out(f"version: {version} producerId: {pid} firstOffset: {first} lastOffset: {last} "
+                 f"lastStableOffset: {lso}")  # fmt: skip
+    rest = len(data) % TXNINDEX_ENTRY_SIZE
+    if rest:
+        _err(f"{display}: ignored {rest} trailing bytes (a partial entry), as Kafka does")
+    return EXIT_OK
+
+
+def _dump_snapshot(path: Path, display: str, args) -> int:
+    try:
+        from . import producer_state as _producer_state
+    except ImportError:
+        _producer_state = None
+    reader = getattr(_producer_state, "read_snapshot", None)
+    if reader is None:
+        raise CliError(f"{display}: dumping .snapshot files is unsupported yet", EXIT_USAGE)
+    data = _read_file(path)
+    if args.json:
+        _out(json.dumps({"type": "file", "path": display, "kind": "snapshot"}))
+    else:
+        _out(f"Dumping {display}")
+    for entry in reader(data):
+        if args.json:
+            _out(json.dumps({"type": "producer", **entry._asdict()}))
+        else:
+            _out(_snapshot_line(entry))
+    return EXIT_OK
+
+
+def _snapshot_line(e) -> str:
+    """ProducerStateManager.readSnapshot + DumpLogSegments: batch metadata only when lastOffset >= 0."""
+    first_offset = e.current_txn_first_offset
+    line = (
+        f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: {e.coordinator_epoch} "
+        f"currentTxnFirstOffset: {_optional_long(first_offset if first_offset >= 0 else None)} "
+        f"lastTimestamp: {e.timestamp}"
+    )
+    if e.last_offset >= 0:
+        first_seq = kafkatx.decrement_sequence(e.last_sequence, e.offset_delta)
+        line += (
+            f" firstSequence: {first_seq} lastSequence: {e.last_sequence} lastOffset: {e.last_offset} "
+            f"offsetDelta: {e.offset_delta} timestamp: {e.timestamp}"
+        )
+    return line
+
+
+def cmd_dump(args) -> int:
+    status = EXIT_OK
+    for name in args.files:
+        path = Path(name)
+        try:
+            if path.is_dir():
+                raise CliError(f"{name}: is a directory (dump takes segment files; try: kafkatx summary {name})")
+            suffix = path.suffix
+            if suffix == ".txnindex":
+                code = _dump_txnindex(path, name, args)
+            elif suffix == ".snapshot":
+                code = _dump_snapshot(path, name, args)
+            elif suffix in (".index", ".timeindex"):
+                raise CliError(f"{name}: dumping {suffix} files is unsupported yet", EXIT_USAGE)
+            else:
+                code = _dump_log(path, name, args)
+        except KafkaTxError as exc:
+            sys.stdout.flush()
+            _err(f"error: {name}: {exc}")
+            code = EXIT_ERROR
+        except CliError as exc:
+            sys.stdout.flush()
+            _err(f"error: {exc}")
+            code = exc.code
+        status = max(status, code)
+    return status
+
+
+# ------------------------------------------------------------------------------------------ summary
+class _Producer:
+    __slots__ = (
+        "aborted",
+        "batches",
+        "committed",
+        "empty_aborts",
+        "epochs",
+        "first_seq",
+        "last_seq",
+        "pid",
+        "records",
+        "transactional",
+    )
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.epochs = set()
+        self.batches = 0
+        self.records = 0
+        self.transactional = False
+        self.committed = 0
+        self.aborted = 0
+        self.empty_aborts = 0
+        self.first_seq = None
+        self.last_seq = None
+
+
+class LogSummary:
+    """What ``kafkatx summary`` found in one log (a segment file or a partition directory)."""
+
+    def __init__(self, display: str):
+        self.display = display
+        self.segments = []
+        self.log_start_offset = None
+        self.bytes = 0
+        self.valid_bytes = 0
+        self.trailing_bytes = 0
+        self.batches = 0
+        self.control_batches = 0
+        self.data_records = 0
+        self.control_records = 0
+        self.codecs = {}
+        self.magics = {}
+        self.producers = {}
+        self.plain_batches = 0
+        self.first_offset = None
+        self.last_offset = None
+        self.min_timestamp = None
+        self.max_timestamp = None
+        self.markers = {}
+        self.aborted = []  # (producer id, first offset) of each transaction that ended in ABORT
+        self.open_txns = {}  # producer id -> first offset of its transaction still open
+        self.read_uncommitted = 0
+        self.read_committed = 0
+        self.next_offset = None
+        self.first_committed = []
+
+    @property
+    def last_stable_offset(self):
+        return min(self.open_txns.values()) if self.open_txns else None
+
+
+def _segments_of(path: Path):
+    if path.is_dir():
+        segs = sorted(p for p in path.iterdir() if p.suffix == ".log" and p.is_file())
+        if not segs:
+            raise CliError(f"{path}: no .log segments in this directory")
+        return segs
+    if not path.exists():
+        raise CliError(f"{path}: no such file or directory")
+    return [path]
+
+
+def _scan_segment(s: LogSummary, data) -> None:
+    """Decode every batch and record of one segment (CRC verified) and track transactions."""
+    it = kafkatx.iter_batches(data, verify_crc=True)
+    for batch in it:
+        s.batches += 1
+        s.codecs[batch.compression] = s.codecs.get(batch.compression, 0) + 1
+        s.magics[batch.magic] = s.magics.get(batch.magic, 0) + 1
+        records = batch.records()
+        for r in records:
+            ts = r.timestamp
+            if ts >= 0:
+                if s.min_timestamp is None or ts < s.min_timestamp:
+                    s.min_timestamp = ts
+                if s.max_timestamp is None or ts > s.max_timestamp:
+                    s.max_timestamp = ts
+        if s.first_offset is None:
+            s.first_offset = batch.base_offset
+        s.last_offset = batch.last_offset if s.last_offset is None else max(s.last_offset, batch.last_offset)
+        pid = batch.producer_id
+        if batch.is_control:
+            s.control_batches += 1
+            s.control_records += len(records)
+            ctype = batch.first_control_type()
+            name = _control_name(ctype) if ctype >= 0 else "EMPTY"
+            s.markers[name] = s.markers.get(name, 0) + 1
+            if ctype in (ABORT, COMMIT) and pid >= 0:
+                p = s.producers.setdefault(pid, _Producer(pid))
+                p.transactional = True
+                p.epochs.add(batch.producer_epoch)
+                first = s.open_txns.pop(pid, None)
+                if ctype == COMMIT:
+                    if first is not None:
+                        p.committed += 1
+                elif first is None:
+                    p.empty_aborts += 1  # an ABORT with no data before it: nothing to hide
+                else:
+                    p.aborted += 1
+                    s.aborted.append((pid, first))
+            continue
+        s.data_records += len(records)
+        if pid < 0:
+            s.plain_batches += 1
+            continue
+        p = s.producers.setdefault(pid, _Producer(pid))
+        p.batches += 1
+        p.records += len(records)
+        p.epochs.add(batch.producer_epoch)
+        if batch.base_sequence >= 0:
+            if p.first_seq is None:
+                p.first_seq = batch.base_sequence
+            p.last_seq = batch.last_sequence
+        if batch.is_transactional:
+            p.transactional = True
+            s.open_txns.setdefault(pid, batch.base_offset)
+    s.valid_bytes += it.valid_bytes
+    s.trailing_bytes += it.trailing_bytes
+
+
+def _count_read_committed(s: LogSummary, data, keep_first: int) -> None:
+    """Records a read_committed reader sees in one segment, with Kafka's consumer rules."""
+    aborted = list(s.aborted)
+    lso = s.last_stable_offset
+    if len(data) <= SUMMARY_WHOLE_SEGMENT_BYTES:
+        visible = kafkatx.decode_records(
+            data,
+            isolation="read_committed",
+            aborted_transactions=aborted,
+            last_stable_offset=lso,
+            verify_crc=False,  # the scan has just verified every batch
+        )
+        chunks = [visible]
+    else:
+        f = kafkatx.ReadCommittedFilter(aborted, isolation="read_committed", last_stable_offset=lso, verify_crc=False)
+        view = memoryview(data)
+        chunks = (f.feed(view[i : i + SUMMARY_CHUNK_BYTES]) for i in range(0, len(view), SUMMARY_CHUNK_BYTES))
+    for visible in chunks:
+        s.read_committed += len(visible)
+        if len(s.first_committed) < keep_first:
+            s.first_committed.extend(visible[: keep_first - len(s.first_committed)])
+        if visible.next_offset is not None:
+            s.next_offset = visible.next_offset if s.next_offset is None else max(s.next_offset, visible.next_offset)
+
+
+def summarize(path, keep_first: int = 0) -> LogSummary:
+    """Decode a segment file or a directory of ``.log`` segments; raises KafkaTxError on corrupt data."""
+    path = Path(path)
+    s = LogSummary(os.fspath(path))
+    segments = _segments_of(path)
+    s.segments = [p.name for p in segments]
+    s.log_start_offset = _offset_from_name(segments[0].name)
+    in_dir = path.is_dir()
+    for seg in segments:
+        data = _read_file(seg)
+        s.bytes += len(data)
+        try:
+            _scan_segment(s, data)
+        except KafkaTxError as exc:
+            if not in_dir:
+                raise
+            raise _located(exc, seg) from exc
+    s.read_uncommitted = s.data_records
+    for seg in segments:
+        _count_read_committed(s, _read_file(seg), keep_first)
+    return s
+
+
+class _SegmentError(KafkaTxError):
+    """A decoding error, with the segment file it happened in."""
+
+
+def _located(exc: KafkaTxError, seg: Path) -> KafkaTxError:
+    err = _SegmentError(f"segment {seg.name}: {exc}")
+    err.position = getattr(exc, "position", None)
+    err.base_offset = getattr(exc, "base_offset", None)
+    return err
+
+
+def _fmt_ts(ms) -> str:
+    if ms is None:
+        return "-"
+    try:
+        dt = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return f"{ms} ({dt.strftime('%Y-%m-%dT%H:%M:%S.')}{ms % 1000:03d}Z)"
+
+
+def _print_summary(s: LogSummary) -> None:
+    w = 18
+    _out(s.display)
+    seg_note = s.segments[0] if len(s.segments) == 1 else f"{s.segments[0]} .. {s.segments[-1]}"
+    start = f", log start offset {s.log_start_offset}" if s.log_start_offset is not None else ""
+    _out(f"  {'segments':<{w}}{len(s.segments)} ({seg_note}){start}")
+    _out(f"  {'bytes':<{w}}{s.bytes} (valid {s.valid_bytes}, trailing {s.trailing_bytes}); every CRC verified")
+    _out(f"  {'batches':<{w}}{s.batches} ({s.batches - s.control_batches} data, {s.control_batches} control)")
+    _out(f"  {'records':<{w}}{s.data_records} data, {s.control_records} control")
+    if s.first_offset is not None:
+        _out(f"  {'offsets':<{w}}{s.first_offset} .. {s.last_offset}")
+        _out(f"  {'timestamps':<{w}}{_fmt_ts(s.min_timestamp)} .. {_fmt_ts(s.max_timestamp)}")
+    codecs = ", ".join(f"{name} {n}" for name, n in sorted(s.codecs.items(), key=lambda kv: _codec_rank(kv[0])))
+    _out(f"  {'codecs':<{w}}{codecs or '-'} (batches)")
+    if set(s.magics) - {2}:
+        _out(f"  {'magic':<{w}}" + ", ".join(f"v{m} {n}" for m, n in sorted(s.magics.items())) + " (batches)")
+    txn = sorted(p.pid for p in s.producers.values() if p.transactional)
+    idem = sorted(p.pid for p in s.producers.values() if not p.transactional)
+    _out(
+        f"  {'producers':<{w}}{len(s.producers)} with a producer id ({len(idem)} idempotent, "
+        f"{len(txn)} transactional); {s.plain_batches} batches without one"
+    )
+    for pid in idem + txn:
+        p = s.producers[pid]
+        kind = "transactional" if p.transactional else "idempotent"
+        epochs = ",".join(str(e) for e in sorted(p.epochs))
+        seq = f", sequences {p.first_seq}..{p.last_seq}" if p.first_seq is not None else ""
+        line = f"    pid {pid} {kind}, epoch {epochs}: {_n(p.batches, 'batch')}, {_n(p.records, 'record')}{seq}"
+        if p.transactional:
+            line += f"; transactions {p.committed} committed, {p.aborted} aborted"
+            if p.empty_aborts:
+                line += f" (+{p.empty_aborts} empty aborts)"
+            if pid in s.open_txns:
+                line += f", one open since offset {s.open_txns[pid]}"
+        _out(line)
+    markers = ", ".join(f"{n} {name}" for name, n in sorted(s.markers.items()))
+    _out(f"  {'control markers':<{w}}{sum(s.markers.values())}" + (f" ({markers})" if markers else ""))
+    committed = sum(p.committed for p in s.producers.values())
+    aborted = sum(p.aborted for p in s.producers.values())
+    lso = s.last_stable_offset
+    open_note = f"; {len(s.open_txns)} open, last stable offset {lso}" if s.open_txns else "; none open"
+    _out(f"  {'transactions':<{w}}{committed} committed, {aborted} aborted{open_note}")
+    _out(f"  {'read_uncommitted':<{w}}{s.read_uncommitted} records")
+    hidden = s.read_uncommitted - s.read_committed
+    nxt = f", next fetch offset {s.next_offset}" if s.next_offset is not None else ""
+    _out(f"  {'read_committed':<{w}}{s.read_committed} records ({hidden} hidden){nxt}")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}es" if noun.endswith("ch") else f"{count} {noun}s"
+
+
+def _codec_rank(name: str) -> int:
+    order = ("none", "gzip", "snappy", "lz4", "zstd")
+    return order.index(name) if name in order else len(order)
+
+
+def _summary_paths(paths, keep_first: int = 0):
+    status = EXIT_OK
+    results = []
+    for i, name in enumerate(paths):
+        if i:
+            _out()
+        try:
+            s = summarize(name, keep_first)
+        except KafkaTxError as exc:
+            sys.stdout.flush()
+            _err(f"error: {name}: corrupt input: {exc}")
+            status = EXIT_ERROR
+            continue
+        except CliError as exc:
+            sys.stdout.flush()
+            _err(f"error: {exc}")
+            status = max(status, exc.code)
+            continue
+        _print_summary(s)
+        results.append(s)
+    return status, results
+
+
+def cmd_summary(args) -> int:
+    status, _ = _summary_paths(args.paths)
+    return status
+
+
+# --------------------------------------------------------------------------------------------- demo
+def sample_log_path() -> Path:
+    """The sample segment bundled with the package (written by scripts/make_sample_log.py)."""
+    here = Path(__file__).resolve().parent
+    path = here.joinpath(*SAMPLE_LOG)
+    if not path.is_file():
+        raise CliError(f"the bundled sample log is missing ({path}); the package data was not installed")
+    return path
+
+
+def cmd_demo(args) -> int:
+    try:
+        path = sample_log_path()
+    except CliError as exc:
+        _err(f"error: {exc}")
+        return exc.code
+    _out(f"kafkatx {kafkatx.__version__} ({kafkatx.BACKEND} codec): summary of the bundled sample log")
+    _out()
+    status, results = _summary_paths([os.fspath(path)], keep_first=args.records)
+    if status or not results:
+        return status or EXIT_ERROR
+    s = results[0]
+    _out()
+    _out(f"First {len(s.first_committed)} records a read_committed consumer receives:")
+    for r in s.first_committed:
+        key = "null" if r.key is None else _text(r.key)
+        value = "null" if r.value is None else _text(r.value)
+        headers = ", ".join(f"{_header_key(k)}={'null' if v is None else _text(v)}" for k, v in r.headers)
+        _out(f"  offset {r.offset} timestamp {r.timestamp} key {key}")
+        _out(f"    value {value}")
+        if headers:
+            _out(f"    headers {headers}")
+    _out()
+    _out(f"Next: kafkatx dump --deep-iteration --print-data-log {path}")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------ version
+def cmd_version(args) -> int:
+    _out(f"kafkatx {kafkatx.__version__} (backend: {kafkatx.BACKEND}; Python {sys.version.split()[0]})")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------ parsing
+def _non_negative(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {n}")
+    return n
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kafkatx",
+        description="Read Apache Kafka's exactly-once data: log segments, transaction markers, .txnindex.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser(
+        "dump",
+        help="print segment files like Kafka's kafka-dump-log.sh",
+        description="Print .log segments (and .txnindex files) exactly as Kafka's kafka-dump-log.sh does. "
+        "A batch whose CRC does not match is printed with isvalid: false and makes the exit code 1, "
+        "unless --no-verify-crc is given.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help=".log (or any segment-like file), .txnindex, .snapshot")
+    p.add_argument("--print-data-log", action="store_true", help="print keys and values (implies --deep-iteration)")
+    p.add_argument("--deep-iteration", action="store_true", help="print every record, not only batches")
+    p.add_argument("--skip-record-metadata", action="store_true", help="with --print-data-log: only key and payload")
+    p.add_argument("--no-verify-crc", dest="verify_crc", action="store_false",
+                   help="CRC mismatches only show as isvalid: false (exit code 0)")  # fmt: skip
+    p.add_argument("--max-bytes", type=_non_negative, default=None, metavar="N",
+                   help="read only the first N bytes of each file")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="one JSON object per line (file, batch, record)")
+    p.set_defaults(func=cmd_dump)
+
+    p = sub.add_parser(
+        "summary",
+        help="decode whole logs and summarise them",
+        description="Decode every batch and record (CRC verified) of each segment file or directory of .log "
+        "segments, and summarise batches, codecs, producers, transactions and what read_committed sees.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="a .log segment or a partition directory")
+    p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("demo", help="summarise the bundled sample log and show a few records")
+    p.add_argument("--records", type=_non_negative, default=5, metavar="N", help="records to show (default 5)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("version", help="print the version and the codec backend")
+    p.set_defaults(func=cmd_version)
+    return parser
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``kafkatx`` console script; returns the exit code."""
+    for stream in (sys.stdout, sys.stderr):
+        # keys and values are printed raw; never die on a character the terminal cannot encode
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if encoding != "utf8" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        # the reader of our output went away (kafkatx dump ... | head): stop quietly
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130

@@ -15,6 +15,7 @@ from .batch import (
     decrement_sequence,
     increment_sequence,
     iter_batches,
+    scan_batches,
 )
 from .errors import (
     CorruptRecordError,
@@ -43,6 +44,7 @@ __all__ = [
     "decrement_sequence",
     "increment_sequence",
     "iter_batches",
+    "scan_batches",
     "KafkaTxError",
     "CorruptRecordError",
     "CrcMismatchError",

@@ -19,6 +19,7 @@ from libc.stdint cimport (INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_
 from libc.string cimport memcpy
 from libc.stdlib cimport malloc, realloc, free
 
+import array
 import heapq
 import time
 
@@ -59,7 +60,7 @@ CRC32C_IMPL = kx_crc32c_impl_name().decode()
 
 __all__ = [
     "BACKEND", "crc32c", "Record", "RecordBatch", "BatchIterator", "RecordList", "ReadCommittedFilter",
-    "BatchBuilder", "iter_batches", "decode_records", "increment_sequence", "decrement_sequence",
+    "BatchBuilder", "iter_batches", "decode_records", "increment_sequence", "decrement_sequence", "scan_batches",
 ]
 
 cdef enum:
@@ -1215,3 +1216,189 @@ cdef bytes _encode_headers(object headers):
             out += (<char *>tmp)[:n]
             out += mv.cast("B") if mv.ndim != 1 or mv.itemsize != 1 else mv
     return bytes(out)
+
+
+# ------------------------------------------------------------------------------------------- scans
+cdef struct ScanCols:
+    Py_ssize_t n
+    Py_ssize_t cap
+    int64_t *position
+    int64_t *base_offset
+    int64_t *last_offset
+    int64_t *producer_id
+    int64_t *max_timestamp
+    int32_t *base_sequence
+    int32_t *records_count
+    int32_t *size_in_bytes
+    int16_t *producer_epoch
+    int16_t *attributes
+    int8_t *magic
+
+
+cdef void _scan_free(ScanCols *c) noexcept nogil:
+    free(c.position); free(c.base_offset); free(c.last_offset); free(c.producer_id); free(c.max_timestamp)
+    free(c.base_sequence); free(c.records_count); free(c.size_in_bytes); free(c.producer_epoch)
+    free(c.attributes); free(c.magic)
+
+
+cdef int _scan_alloc(ScanCols *c, Py_ssize_t cap) noexcept nogil:
+    c.position = <int64_t *>realloc(c.position, cap * 8)
+    c.base_offset = <int64_t *>realloc(c.base_offset, cap * 8)
+    c.last_offset = <int64_t *>realloc(c.last_offset, cap * 8)
+    c.producer_id = <int64_t *>realloc(c.producer_id, cap * 8)
+    c.max_timestamp = <int64_t *>realloc(c.max_timestamp, cap * 8)
+    c.base_sequence = <int32_t *>realloc(c.base_sequence, cap * 4)
+    c.records_count = <int32_t *>realloc(c.records_count, cap * 4)
+    c.size_in_bytes = <int32_t *>realloc(c.size_in_bytes, cap * 4)
+    c.producer_epoch = <int16_t *>realloc(c.producer_epoch, cap * 2)
+    c.attributes = <int16_t *>realloc(c.attributes, cap * 2)
+    c.magic = <int8_t *>realloc(c.magic, cap)
+    if (c.position == NULL or c.base_offset == NULL or c.last_offset == NULL or c.producer_id == NULL
+            or c.max_timestamp == NULL or c.base_sequence == NULL or c.records_count == NULL
+            or c.size_in_bytes == NULL or c.producer_epoch == NULL or c.attributes == NULL or c.magic == NULL):
+        return -1
+    c.cap = cap
+    return 0
+
+
+cdef enum ScanError:
+    SCAN_OK = 0
+    SCAN_NOMEM = 1
+    SCAN_SMALL_SIZE = 2
+    SCAN_BAD_MAGIC = 3
+    SCAN_SMALL_BATCH = 4
+    SCAN_CRC = 5
+
+
+cdef int _scan(const uint8_t *buf, Py_ssize_t end, bint verify, ScanCols *c, Py_ssize_t *stop,
+               Py_ssize_t *errpos) noexcept nogil:
+    """Header scan of every complete entry: the fast path behind ``scan_batches``."""
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t left, total, i
+    cdef int32_t size
+    cdef int8_t magic
+    cdef Header h
+    while True:
+        left = end - pos
+        if left < LOG_OVERHEAD:
+            break
+        size = kx_load_be_i32(buf + pos + LENGTH_OFFSET)
+        if size < RECORD_OVERHEAD_V0:
+            errpos[0] = pos
+            stop[0] = pos
+            return SCAN_SMALL_SIZE
+        if left < HEADER_SIZE_UP_TO_MAGIC:
+            break
+        magic = <int8_t>buf[pos + MAGIC_OFFSET]
+        if magic < 0 or magic > 2:
+            errpos[0] = pos + MAGIC_OFFSET
+            stop[0] = pos
+            return SCAN_BAD_MAGIC
+        total = <Py_ssize_t>size + LOG_OVERHEAD
+        if left < total:
+            break
+        if c.n == c.cap and _scan_alloc(c, c.cap * 2 if c.cap else 1024):
+            stop[0] = pos
+            return SCAN_NOMEM
+        i = c.n
+        c.position[i] = pos
+        c.size_in_bytes[i] = <int32_t>total
+        c.magic[i] = magic
+        if magic >= 2:
+            if total < RECORD_BATCH_OVERHEAD:
+                errpos[0] = pos
+                stop[0] = pos
+                return SCAN_SMALL_BATCH
+            read_header(buf + pos, &h)
+            if verify and kx_crc32c(0, buf + pos + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET)) != h.crc:
+                errpos[0] = pos
+                stop[0] = pos
+                return SCAN_CRC
+            c.base_offset[i] = h.base_offset
+            c.last_offset[i] = h.base_offset + h.last_offset_delta
+            c.producer_id[i] = h.producer_id
+            c.max_timestamp[i] = h.max_timestamp
+            c.base_sequence[i] = h.base_sequence
+            c.records_count[i] = h.records_count
+            c.producer_epoch[i] = h.producer_epoch
+            c.attributes[i] = <int16_t>h.attributes
+        else:
+            # legacy entry: its offset is the (last) message offset; inner offsets need inflating
+            c.base_offset[i] = kx_load_be_i64(buf + pos)
+            c.last_offset[i] = c.base_offset[i]
+            c.producer_id[i] = -1
+            c.max_timestamp[i] = kx_load_be_i64(buf + pos + 18) if magic == 1 and total >= 26 else -1
+            c.base_sequence[i] = -1
+            c.records_count[i] = -1
+            c.producer_epoch[i] = -1
+            c.attributes[i] = buf[pos + 17]
+        c.n += 1
+        pos += total
+    stop[0] = pos
+    return SCAN_OK
+
+
+def scan_batches(data, *, bint verify_crc=False):
+    """Header fields of every complete batch in ``data`` as columns, without decoding any record.
+
+    Returns a dict of ``array.array`` columns (``position, base_offset, last_offset, producer_id,
+    max_timestamp`` int64; ``base_sequence, records_count, size_in_bytes`` int32; ``producer_epoch,
+    attributes`` int16; ``magic`` int8) plus ``valid_bytes`` and ``trailing_bytes``.  The scan runs
+    without the GIL; legacy entries report their entry offset and ``records_count`` -1.
+    """
+    cdef _Buffer b = _Buffer(data)
+    cdef ScanCols c
+    cdef Py_ssize_t stop = 0, errpos = 0
+    cdef int err
+    cdef Header h
+    memset_scan(&c)
+    try:
+        if _scan_alloc(&c, 1024):
+            raise MemoryError()
+        with nogil:
+            err = _scan(b.ptr, b.size, verify_crc, &c, &stop, &errpos)
+        if err == SCAN_NOMEM:
+            raise MemoryError()
+        if err == SCAN_SMALL_SIZE:
+            raise CorruptRecordError(f"record size {kx_load_be_i32(b.ptr + errpos + LENGTH_OFFSET)} is less than the "
+                                     f"minimum record overhead ({RECORD_OVERHEAD_V0})", errpos)
+        if err == SCAN_BAD_MAGIC:
+            raise CorruptRecordError(f"invalid magic found in record: {<int8_t>b.ptr[errpos]}", errpos)
+        if err == SCAN_SMALL_BATCH:
+            raise CorruptRecordError(f"record batch is smaller than the minimum {RECORD_BATCH_OVERHEAD} bytes", errpos)
+        if err == SCAN_CRC:
+            n = kx_load_be_i32(b.ptr + errpos + LENGTH_OFFSET) + LOG_OVERHEAD
+            check_v2_header(b.ptr, errpos, n, &h)
+            verify_v2_crc(b.ptr, errpos, n, &h)
+        n = c.n
+        return {
+            "position": _column("q", <char *>c.position, n * 8),
+            "base_offset": _column("q", <char *>c.base_offset, n * 8),
+            "last_offset": _column("q", <char *>c.last_offset, n * 8),
+            "producer_id": _column("q", <char *>c.producer_id, n * 8),
+            "max_timestamp": _column("q", <char *>c.max_timestamp, n * 8),
+            "base_sequence": _column("i", <char *>c.base_sequence, n * 4),
+            "records_count": _column("i", <char *>c.records_count, n * 4),
+            "size_in_bytes": _column("i", <char *>c.size_in_bytes, n * 4),
+            "producer_epoch": _column("h", <char *>c.producer_epoch, n * 2),
+            "attributes": _column("h", <char *>c.attributes, n * 2),
+            "magic": _column("b", <char *>c.magic, n),
+            "valid_bytes": stop,
+            "trailing_bytes": b.size - stop,
+        }
+    finally:
+        _scan_free(&c)
+
+
+cdef void memset_scan(ScanCols *c) noexcept:
+    c.n = 0
+    c.cap = 0
+    c.position = NULL; c.base_offset = NULL; c.last_offset = NULL; c.producer_id = NULL; c.max_timestamp = NULL
+    c.base_sequence = NULL; c.records_count = NULL; c.size_in_bytes = NULL; c.producer_epoch = NULL
+    c.attributes = NULL; c.magic = NULL
+
+
+cdef object _column(str typecode, char *data, Py_ssize_t nbytes):
+    col = array.array(typecode)
+    col.frombytes(PyBytes_FromStringAndSize(data, nbytes))
+    return col

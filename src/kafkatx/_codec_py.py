@@ -51,6 +51,7 @@ __all__ = [
     "decode_records",
     "increment_sequence",
     "decrement_sequence",
+    "scan_batches",
 ]
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header
@@ -814,3 +815,60 @@ def _write_batch(base_offset, leader_epoch, attributes, last_offset_delta, base_
     out[RECORD_BATCH_OVERHEAD:] = payload
     struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
     return bytes(out)
+
+
+# --------------------------------------------------------------------------------------------- scans
+_SCAN_COLUMNS = (
+    ("position", "q"), ("base_offset", "q"), ("last_offset", "q"), ("producer_id", "q"), ("max_timestamp", "q"),
+    ("base_sequence", "i"), ("records_count", "i"), ("size_in_bytes", "i"), ("producer_epoch", "h"),
+    ("attributes", "h"), ("magic", "b"),
+)  # fmt: skip
+
+
+def scan_batches(data, *, verify_crc: bool = False) -> dict:
+    """Header fields of every complete batch in ``data`` as columns, without decoding any record.
+
+    Returns a dict of ``array.array`` columns (``position, base_offset, last_offset, producer_id,
+    max_timestamp`` int64; ``base_sequence, records_count, size_in_bytes`` int32; ``producer_epoch,
+    attributes`` int16; ``magic`` int8) plus ``valid_bytes`` and ``trailing_bytes``.  Legacy entries
+    report their entry offset and ``records_count`` -1.
+    """
+    import array
+
+    cols = {name: array.array(code) for name, code in _SCAN_COLUMNS}
+    view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
+    end = len(view)
+    pos = 0
+    while end - pos >= LOG_OVERHEAD:
+        size = struct.unpack_from(">i", view, pos + 8)[0]
+        if size < RECORD_OVERHEAD_V0:
+            raise CorruptRecordError(
+                f"record size {size} is less than the minimum record overhead ({RECORD_OVERHEAD_V0})", pos
+            )
+        if end - pos < 17:
+            break
+        magic = struct.unpack_from(">b", view, pos + 16)[0]
+        if magic < 0 or magic > 2:
+            raise CorruptRecordError(f"invalid magic found in record: {magic}", pos + 16)
+        total = size + LOG_OVERHEAD
+        if end - pos < total:
+            break
+        if magic >= 2:
+            if total < RECORD_BATCH_OVERHEAD:
+                raise CorruptRecordError(
+                    f"record batch is smaller than the minimum {RECORD_BATCH_OVERHEAD} bytes", pos
+                )
+            (boff, _l, _ple, _m, crc, attrs, lod, _bts, maxts, pid, epoch, bseq, count) = _HEADER.unpack_from(view, pos)
+            if verify_crc and crc32c(memoryview(view)[pos + 21 : pos + total]) != crc:
+                RecordBatch(view, pos, total, DEFAULT_MAX_DECOMPRESSED_SIZE, True).validate_crc()
+            row = (pos, boff, boff + lod, pid, maxts, bseq, count, total, epoch, attrs, magic)
+        else:
+            (boff,) = struct.unpack_from(">q", view, pos)
+            maxts = struct.unpack_from(">q", view, pos + 18)[0] if magic == 1 and total >= 26 else -1
+            row = (pos, boff, boff, -1, maxts, -1, -1, total, -1, view[pos + 17], magic)
+        for (name, _code), v in zip(_SCAN_COLUMNS, row):
+            cols[name].append(v)
+        pos += total
+    cols["valid_bytes"] = pos
+    cols["trailing_bytes"] = end - pos
+    return cols

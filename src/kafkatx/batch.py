@@ -12,6 +12,7 @@ BatchBuilder = _codec.BatchBuilder
 ReadCommittedFilter = _codec.ReadCommittedFilter
 iter_batches = _codec.iter_batches
 decode_records = _codec.decode_records
+scan_batches = _codec.scan_batches
 crc32c = _codec.crc32c
 increment_sequence = _codec.increment_sequence
 decrement_sequence = _codec.decrement_sequence
@@ -25,6 +26,7 @@ __all__ = [
     "ReadCommittedFilter",
     "iter_batches",
     "decode_records",
+    "scan_batches",
     "crc32c",
     "increment_sequence",
     "decrement_sequence",

@@ -1,0 +1,148 @@
+"""Type stubs shared by the compiled codec ``kafkatx._codec`` and its twin ``kafkatx._codec_py``."""
+
+from array import array
+from typing import Any, Iterable, Iterator, Literal
+
+from ._common import RecordList as RecordList
+from ._control import ControlRecord
+
+BACKEND: str
+_Buffer = Any  # bytes, bytearray, memoryview, mmap: anything exporting a contiguous byte buffer
+
+def crc32c(data: _Buffer, crc: int = 0) -> int: ...
+def increment_sequence(sequence: int, increment: int) -> int: ...
+def decrement_sequence(sequence: int, decrement: int) -> int: ...
+
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    sequence: int
+    def __init__(
+        self,
+        offset: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Iterable[tuple[str, bytes | None]] = (),
+        sequence: int = -1,
+    ) -> None: ...
+
+class RecordBatch:
+    position: int
+    size_in_bytes: int
+    base_offset: int
+    last_offset: int
+    next_offset: int
+    last_offset_delta: int
+    magic: int
+    crc: int
+    attributes: int
+    compression: Literal["none", "gzip", "snappy", "lz4", "zstd"]
+    timestamp_type: Literal["create_time", "log_append_time", "no_timestamp_type"]
+    is_transactional: bool
+    is_control: bool
+    has_delete_horizon: bool
+    delete_horizon_ms: int | None
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    last_sequence: int
+    partition_leader_epoch: int
+    records_count: int
+    is_valid: bool
+    def __init__(
+        self,
+        data: _Buffer,
+        position: int = 0,
+        size: int | None = None,
+        max_decompressed_size: int = ...,
+        verify_crc: bool = True,
+    ) -> None: ...
+    def compute_crc(self) -> int: ...
+    def validate_crc(self) -> None: ...
+    def tobytes(self) -> bytes: ...
+    def records(self) -> list[Record]: ...
+    def __iter__(self) -> Iterator[Record]: ...
+    def first_control_type(self) -> int: ...
+    def control_record(self) -> ControlRecord | None: ...
+
+class BatchIterator(Iterator[RecordBatch]):
+    valid_bytes: int
+    trailing_bytes: int
+    position: int
+    def __next__(self) -> RecordBatch: ...
+
+def iter_batches(data: _Buffer, *, verify_crc: bool = True, max_decompressed_size: int = ...) -> BatchIterator: ...
+
+class ReadCommittedFilter:
+    last_stable_offset: int | None
+    next_offset: int | None
+    pending_bytes: int
+    def __init__(
+        self,
+        aborted_transactions: Iterable[tuple[int, int]] | None = None,
+        *,
+        isolation: Literal["read_committed", "read_uncommitted"] = "read_committed",
+        last_stable_offset: int | None = None,
+        fetch_offset: int | None = None,
+        verify_crc: bool = True,
+        max_decompressed_size: int = ...,
+    ) -> None: ...
+    def add_aborted_transactions(self, aborted_transactions: Iterable[tuple[int, int]]) -> None: ...
+    def feed(self, data: _Buffer) -> RecordList: ...
+
+def decode_records(
+    data: _Buffer,
+    *,
+    isolation: Literal["read_committed", "read_uncommitted"] = "read_uncommitted",
+    aborted_transactions: Iterable[tuple[int, int]] | None = None,
+    last_stable_offset: int | None = None,
+    fetch_offset: int | None = None,
+    verify_crc: bool = True,
+    max_decompressed_size: int = ...,
+) -> RecordList: ...
+
+class BatchBuilder:
+    base_offset: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    transactional: bool
+    partition_leader_epoch: int
+    log_append_time: int | None
+    delete_horizon_ms: int | None
+    records_count: int
+    last_offset: int | None
+    def __init__(
+        self,
+        *,
+        base_offset: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        transactional: bool = False,
+        compression: str | int = "none",
+        compression_level: int | None = None,
+        timestamp_type: Literal["create_time", "log_append_time"] = "create_time",
+        partition_leader_epoch: int = -1,
+        log_append_time: int | None = None,
+        delete_horizon_ms: int | None = None,
+    ) -> None: ...
+    def size_in_bytes(self) -> int: ...
+    def append(
+        self,
+        value: _Buffer | None,
+        key: _Buffer | None = None,
+        *,
+        timestamp: int | None = None,
+        headers: Iterable[tuple[str | bytes, _Buffer | None]] = (),
+        offset: int | None = None,
+    ) -> int: ...
+    def build(self) -> bytes: ...
+
+def scan_batches(data: _Buffer, *, verify_crc: bool = False) -> dict[str, array | int]: ...

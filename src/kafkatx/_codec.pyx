@@ -127,17 +127,24 @@ def crc32c(data, uint32_t crc=0):
 
 
 # ---------------------------------------------------------------------------------------- sequences
+cdef inline int32_t _wrap(uint32_t x) noexcept nogil:
+    return <int32_t>x  # Java int arithmetic: modulo 2^32, done unsigned so C has no overflow
+
+
 cpdef int32_t increment_sequence(int32_t sequence, int32_t increment):
-    """Kafka's ``DefaultRecordBatch.incrementSequence``: after 2147483647 comes 0."""
-    if sequence > INT32_MAX_ - increment:
-        return increment - (INT32_MAX_ - sequence) - 1
-    return sequence + increment
+    """Kafka's ``DefaultRecordBatch.incrementSequence`` (Java int arithmetic): after 2147483647 comes 0."""
+    cdef uint32_t imax = <uint32_t>INT32_MAX_
+    if sequence > _wrap(imax - <uint32_t>increment):
+        return _wrap(<uint32_t>increment - (imax - <uint32_t>sequence) - 1u)
+    return _wrap(<uint32_t>sequence + <uint32_t>increment)
 
 
 cpdef int32_t decrement_sequence(int32_t sequence, int32_t decrement):
+    """Kafka's ``DefaultRecordBatch.decrementSequence``: before 0 comes 2147483647."""
+    cdef uint32_t imax = <uint32_t>INT32_MAX_
     if sequence < decrement:
-        return INT32_MAX_ - (decrement - sequence) + 1
-    return sequence - decrement
+        return _wrap(imax - (<uint32_t>decrement - <uint32_t>sequence) + 1u)
+    return _wrap(<uint32_t>sequence - <uint32_t>decrement)
 
 
 # ------------------------------------------------------------------------------------------ buffers
@@ -489,8 +496,12 @@ cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, He
     if cid == 0:
         return decode_v2_records(buf, start, pos + size, 0, h, out, fetch_offset, limit_offset)
     payload = _inflate(buf, start, pos + size, cid, h.base_offset, max_size)
-    return decode_v2_records(<const uint8_t *>PyBytes_AS_STRING(payload), 0, PyBytes_GET_SIZE(payload), start, h,
-                             out, fetch_offset, limit_offset)
+    try:
+        return decode_v2_records(<const uint8_t *>PyBytes_AS_STRING(payload), 0, PyBytes_GET_SIZE(payload), 0, h,
+                                 out, fetch_offset, limit_offset)
+    except CorruptRecordError as exc:
+        raise type(exc)(f"{exc.reason} (at byte {exc.position} of the decompressed payload)", start,
+                        exc.base_offset) from None
 
 
 cdef bytes _inflate(const uint8_t *buf, Py_ssize_t start, Py_ssize_t end, int cid, int64_t boff,
@@ -561,6 +572,8 @@ cdef class RecordBatch:
 
     @property
     def last_offset_delta(self):
+        if self.h.magic < 2:
+            return self._legacy_last_offset - self.h.base_offset
         return self.h.last_offset_delta
 
     @property
@@ -724,7 +737,7 @@ cdef int _init_batch(RecordBatch b, _Buffer owner, Py_ssize_t pos, Py_ssize_t si
     b.h.magic = magic
     b.h.base_offset = base
     b._legacy_last_offset = last
-    b.h.last_offset_delta = <int32_t>(last - base)
+    b.h.last_offset_delta = 0  # legacy: see the last_offset_delta property
     b.h.crc = crc
     b.h.attributes = attributes
     b.h.base_timestamp = ts

@@ -76,17 +76,24 @@ def crc32c(data, crc: int = 0) -> int:
 
 
 # ---------------------------------------------------------------------------------------- sequences
+def _i32(x: int) -> int:
+    """Java int arithmetic: wrap to a signed 32-bit value."""
+    x &= 0xFFFFFFFF
+    return x - 0x100000000 if x & 0x80000000 else x
+
+
 def increment_sequence(sequence: int, increment: int) -> int:
-    """Kafka's ``DefaultRecordBatch.incrementSequence``: after 2147483647 comes 0."""
-    if sequence > INT32_MAX - increment:
-        return increment - (INT32_MAX - sequence) - 1
-    return sequence + increment
+    """Kafka's ``DefaultRecordBatch.incrementSequence`` (Java int arithmetic): after 2147483647 comes 0."""
+    if sequence > _i32(INT32_MAX - increment):
+        return _i32(increment - (INT32_MAX - sequence) - 1)
+    return _i32(sequence + increment)
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:
+    """Kafka's ``DefaultRecordBatch.decrementSequence``: before 0 comes 2147483647."""
     if sequence < decrement:
-        return INT32_MAX - (decrement - sequence) + 1
-    return sequence - decrement
+        return _i32(INT32_MAX - (decrement - sequence) + 1)
+    return _i32(sequence - decrement)
 
 
 # ------------------------------------------------------------------------------------------ varints
@@ -206,6 +213,12 @@ def _decode_v2_records(buf, pos, end, base, batch, out, fetch_offset, limit_offs
                 boff,
             )
         rend = pos + length
+        if length < 1:
+            raise InvalidRecordError(
+                f"invalid record size: expected to read {length} bytes in record payload, but instead read 1",
+                base + start,
+                boff,
+            )
         pos += 1  # attributes: no bits defined, ignored
         ts_delta, pos = _read_varlong(buf, pos, rend, base, boff)
         off_delta, pos = _read_varint(buf, pos, rend, base, boff)
@@ -269,6 +282,11 @@ def _decode_v2_records(buf, pos, end, base, batch, out, fetch_offset, limit_offs
         raise InvalidRecordError(
             "incorrect declared batch size, records still remaining in file", base + pos, boff
         )
+
+
+def _in_payload(exc, start):
+    """Re-point an error found in a decompressed payload at the payload's start in the caller's buffer."""
+    return type(exc)(f"{exc.reason} (at byte {exc.position} of the decompressed payload)", start, exc.base_offset)
 
 
 # ------------------------------------------------------------------------------------------ batches
@@ -410,7 +428,10 @@ class RecordBatch:
             _decode_v2_records(self._buf, start, end, 0, self, out, fetch_offset, limit_offset)
             return
         payload = self._inflate(start, end, cid)
-        _decode_v2_records(payload, 0, len(payload), start, self, out, fetch_offset, limit_offset)
+        try:
+            _decode_v2_records(payload, 0, len(payload), 0, self, out, fetch_offset, limit_offset)
+        except CorruptRecordError as exc:
+            raise _in_payload(exc, start) from None
 
     def _inflate(self, start, end, cid):
         try:

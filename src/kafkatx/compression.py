@@ -33,6 +33,8 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 XERIAL_BLOCK_SIZE = 32 * 1024
 
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+
 LZ4_MAGIC = b"\x04\x22\x4d\x18"
 ZSTD_MAGIC = 0xFD2FB528
 ZSTD_MAX_WINDOW = 1 << 27  # libzstd's default decoder limit, which Kafka does not raise
@@ -110,9 +112,11 @@ def _gzip(data, level: int | None) -> bytes:
     lvl = -1 if level is None else level
     if not (lvl == -1 or 1 <= lvl <= 9):
         raise ValueError(f"gzip compression level must be 1..9, got {level}")
-    # mtime 0 and no file name, like java.util.zip.GZIPOutputStream
-    c = zlib.compressobj(lvl, zlib.DEFLATED, 31)
-    return c.compress(data) + c.flush()
+    # the 10-byte header java.util.zip.GZIPOutputStream writes: no flags, mtime 0, XFL 0, OS 255
+    c = zlib.compressobj(lvl, zlib.DEFLATED, -15)
+    body = c.compress(data) + c.flush()
+    trailer = struct.pack("<II", zlib.crc32(data) & 0xFFFFFFFF, len(memoryview(data).cast("B")) & 0xFFFFFFFF)
+    return _GZIP_HEADER + body + trailer
 
 
 # ------------------------------------------------------------------------------------------- snappy

@@ -1,0 +1,712 @@
+"""Bad input: every truncation, bit flips at every byte, and targeted malformed structures.
+
+The rule under test (design.md): every malformed byte string raises a subclass of KafkaTxError that
+says where (``.position`` inside the caller's buffer), or decodes cleanly; a truncated final batch is
+reported as trailing bytes, not raised; nothing allocates more than the input can justify.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import tracemalloc
+import zlib
+
+import cramjam
+import lz4.frame
+import pytest
+import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import _spec
+from conftest import load_backend, load_golden
+from kafkatx.errors import (
+    CorruptRecordError,
+    CrcMismatchError,
+    DecompressedSizeError,
+    DecompressionError,
+    InvalidRecordError,
+    KafkaTxError,
+    UnsupportedCompressionError,
+)
+
+T0 = 1_700_000_000_000
+
+
+# ------------------------------------------------------------------------------------------ inputs
+def _built_segment() -> bytes:
+    """A segment written by the (reference) pure-Python builder: every codec, headers, producers."""
+    py = load_backend("python")
+    out = b""
+    base = 0
+    for i, compression in enumerate(["none", "gzip", "snappy", "lz4", "zstd", "none"]):
+        kw = dict(base_offset=base, compression=compression, partition_leader_epoch=3)
+        if i % 2:
+            kw.update(producer_id=7000 + i, producer_epoch=1, base_sequence=10 * i, transactional=i == 3)
+        if i == 4:
+            kw.update(timestamp_type="log_append_time", log_append_time=T0 + 999)
+        b = py.BatchBuilder(**kw)
+        for j in range(3):
+            b.append(
+                b"value-%d-%d " % (i, j) * (j + 1),
+                key=None if j == 1 else b"k%d" % j,
+                timestamp=T0 + 10 * i + j,
+                headers=[("h%d" % j, b"x" * j), ("n", None)][: j + 1],
+                offset=base + 2 * j,  # offset gaps
+            )
+        out += b.build()
+        base += 10
+    return out
+
+
+def _legacy_segment() -> bytes:
+    names = ["legacy_v0_none", "legacy_v0_gzip", "legacy_v0_snappy", "legacy_v0_lz4",
+             "legacy_v1_none", "legacy_v1_gzip", "legacy_v1_snappy", "legacy_v1_lz4"]  # fmt: skip
+    return b"".join(load_golden(n)[0] for n in names)
+
+
+SEGMENTS = {
+    "segment_mixed": lambda: load_golden("segment_mixed")[0],
+    "built_all_codecs": _built_segment,
+    "legacy_mixed": _legacy_segment,
+}
+
+
+@pytest.fixture(scope="module", params=sorted(SEGMENTS))
+def segment(request):
+    return request.param, SEGMENTS[request.param]()
+
+
+# ----------------------------------------------------------------------------------------- helpers
+def check_error(err, data, where=""):
+    """A raised error is a KafkaTxError whose position, if about the input, lies inside the input."""
+    assert isinstance(err, KafkaTxError), f"{where}: {type(err).__name__}: {err}"
+    pos = getattr(err, "position", None)
+    assert isinstance(pos, int) and not isinstance(pos, bool), f"{where}: position {pos!r} ({err})"
+    if "decompressed" not in str(err):
+        assert 0 <= pos <= len(data), f"{where}: position {pos} outside [0, {len(data)}] ({err})"
+
+
+def snapshot_batches(codec, data, verify=True):
+    """('ok', batches, valid, trailing) or ('err', exception); anything but KafkaTxError propagates."""
+    it = codec.iter_batches(data, verify_crc=verify)
+    out = []
+    try:
+        for b in it:
+            out.append((b.position, b.size_in_bytes, b.base_offset, b.last_offset, b.is_control,
+                        [_spec.rec_tuple(r) for r in b.records()]))  # fmt: skip
+    except KafkaTxError as exc:
+        return ("err", exc)
+    return ("ok", out, it.valid_bytes, it.trailing_bytes)
+
+
+def snapshot_records(codec, data, verify=True):
+    try:
+        out = codec.decode_records(data, verify_crc=verify)
+    except KafkaTxError as exc:
+        return ("err", exc)
+    return ("ok", [_spec.rec_tuple(r) for r in out], out.next_offset, out.valid_bytes, out.trailing_bytes)
+
+
+def _mutated(data, pos, bit):
+    b = bytearray(data)
+    b[pos] ^= 1 << bit
+    return bytes(b)
+
+
+def _crc_covered(data):
+    """Positions covered by a batch's checksum (v2: bytes 21..end; legacy: magic..end)."""
+    covered = set()
+    for pos, size in _spec.split_batches(data):
+        start = pos + (21 if data[pos + 16] >= 2 else 16)
+        covered.update(range(start, pos + size))
+    return covered
+
+
+# ------------------------------------------------------------------------------ every truncation
+def test_every_truncation(codec, segment):
+    """A prefix decodes to exactly the complete batches in it; the rest is trailing bytes, no error.
+
+    Stricter than "stop cleanly or raise a KafkaTxError": a prefix of valid data is what a Fetch response
+    cut at max.partition.fetch.bytes looks like, and Kafka's reader never raises on it (every size field
+    it reads is intact, so rules 1-4 of kafka-format.md section 1 only ever stop).
+    """
+    name, data = segment
+    full = snapshot_batches(codec, data)
+    assert full[0] == "ok" and full[3] == 0, name
+    batches = full[1]
+    assert [(b[0], b[1]) for b in batches] == _spec.split_batches(data)
+    full_records = snapshot_records(codec, data)
+    assert full_records[0] == "ok"
+    assert full_records[1] == [r for b in batches if not b[4] for r in b[5]]
+    for cut in range(len(data)):
+        prefix = data[:cut]
+        complete = [b for b in batches if b[0] + b[1] <= cut]
+        valid = complete[-1][0] + complete[-1][1] if complete else 0
+        got = snapshot_batches(codec, prefix)
+        if got[0] == "err":
+            pytest.fail(f"{name}: truncation at {cut} raised {type(got[1]).__name__}: {got[1]}")
+        assert got == ("ok", complete, valid, cut - valid), f"{name}: truncation at {cut}"
+        recs = snapshot_records(codec, prefix)
+        if recs[0] == "err":
+            pytest.fail(f"{name}: decode_records truncated at {cut} raised {recs[1]!r}")
+        want = [r for b in complete if not b[4] for r in b[5]]
+        assert recs[1] == want, f"{name}: truncation at {cut}"
+        assert recs[2] == (max(b[3] for b in complete) + 1 if complete else None)
+        assert (recs[3], recs[4]) == (valid, cut - valid)
+
+
+# ----------------------------------------------------------------------------- every bit flip
+def _flip_sweep(codec, name, data, bits):
+    covered = _crc_covered(data)
+    for pos in range(len(data)):
+        for bit in bits:
+            bad = _mutated(data, pos, bit)
+            where = f"{name}: bit {bit} of byte {pos}"
+            for verify in (True, False):
+                got = snapshot_batches(codec, bad, verify)  # anything but KafkaTxError escapes
+                if got[0] == "err":
+                    check_error(got[1], bad, where)
+                elif verify:
+                    # CRC-32C/CRC-32 detect every single-bit error: a covered flip can never decode
+                    assert pos not in covered, f"{where}: flip in a checksummed byte decoded cleanly"
+                got = snapshot_records(codec, bad, verify)
+                if got[0] == "err":
+                    check_error(got[1], bad, where)
+                elif verify:
+                    assert pos not in covered, f"{where}: decode_records accepted a checksummed flip"
+
+
+@pytest.mark.slow
+def test_every_bit_flip(codec, segment):
+    name, data = segment
+    _flip_sweep(codec, name, data, bits=(0, 7))
+
+
+def test_bit_flips_in_headers(codec):
+    """Quick subset: every bit of every batch header of segment_mixed."""
+    data = load_golden("segment_mixed")[0]
+    for pos, _size in _spec.split_batches(data):
+        for off in range(61):
+            for bit in range(8):
+                bad = _mutated(data, pos + off, bit)
+                for verify in (True, False):
+                    got = snapshot_batches(codec, bad, verify)
+                    if got[0] == "err":
+                        check_error(got[1], bad, f"bit {bit} of byte {pos + off}")
+                    elif verify:
+                        assert off < 21, f"header byte {off} of batch at {pos} flipped, still valid"
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    records=st.binary(max_size=300),
+    count=st.integers(-2, 40),
+    codec_id=st.integers(0, 4),
+    compress=st.booleans(),
+)
+def test_record_parser_on_garbage(codec, records, count, codec_id, compress):
+    """A valid header (CRC fixed) around garbage: only KafkaTxError or a clean decode."""
+    payload = _compress(codec_id, records) if compress and codec_id else records
+    data = _spec.v2_batch(payload, count=count, attributes=codec_id)
+    for verify in (True, False):
+        got = snapshot_batches(codec, data, verify)
+        if got[0] == "err":
+            check_error(got[1], data)
+        else:
+            assert len(got[1]) == 1 and len(got[1][0][5]) == max(count, 0)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None)
+@given(
+    records=st.binary(max_size=200),
+    count=st.integers(0, 20),
+    codec_id=st.integers(0, 4),
+    compress=st.booleans(),
+    cut=st.integers(0, 400),
+)
+def test_backends_agree_on_garbage(records, count, codec_id, compress, cut):
+    """Both backends give the same records, or the same exception type, on the same garbage."""
+    payload = _compress(codec_id, records) if compress and codec_id else records
+    data = _spec.v2_batch(payload, count=count, attributes=codec_id)
+    data = data + data[:cut]
+    outcomes = []
+    for backend in ("cython", "python"):
+        got = snapshot_batches(load_backend(backend), data, verify=False)
+        outcomes.append(got if got[0] == "ok" else ("err", type(got[1]).__name__))
+    assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SEGMENTS))
+def test_backends_agree_on_bit_flips(name):
+    """Cython and pure Python give the same records, or the same exception type, for every flip."""
+    data = SEGMENTS[name]()
+    cy, py = load_backend("cython"), load_backend("python")
+
+    def outcome(mod, bad, verify, fn):
+        try:
+            got = fn(mod, bad, verify)
+        except Exception as e:  # noqa: BLE001 - a non-KafkaTxError is itself a difference worth showing
+            return ("escaped", type(e).__name__, str(e))
+        return got if got[0] == "ok" else ("err", type(got[1]).__name__)
+
+    for pos in range(len(data)):
+        for bit in (0, 7):
+            bad = _mutated(data, pos, bit)
+            for verify in (True, False):
+                for fn in (snapshot_batches, snapshot_records):
+                    a, b = outcome(cy, bad, verify, fn), outcome(py, bad, verify, fn)
+                    assert a == b, f"{name}: bit {bit} of byte {pos}, verify={verify}, {fn.__name__}"
+
+
+def _compress(codec_id, raw):
+    if codec_id == 1:
+        return gzip.compress(raw, mtime=0)
+    if codec_id == 2:
+        return bytes(cramjam.snappy.compress_raw(raw))
+    if codec_id == 3:
+        return lz4.frame.compress(raw, block_linked=False, store_size=False)
+    if codec_id == 4:
+        return zstandard.ZstdCompressor().compress(raw)
+    return raw
+
+
+# ---------------------------------------------------------------------------- targeted structures
+PREFIX = _spec.v2_batch(_spec.raw_record(value=b"ok"), count=1, base_offset=0)  # a valid batch first
+
+
+def _expect(codec, data, exc_type, *, batch_pos=None, base_offset=None, verify=True):
+    """``data`` (after PREFIX) must raise exc_type; the first batch still decodes; position checked."""
+    with pytest.raises(exc_type) as ei:
+        for b in codec.iter_batches(data, verify_crc=verify):
+            b.records()
+    err = ei.value
+    check_error(err, data)
+    if batch_pos is not None:
+        assert batch_pos <= err.position <= len(data), (err.position, str(err))
+    if base_offset is not None and getattr(err, "base_offset", None) is not None:
+        assert err.base_offset == base_offset
+    with pytest.raises(exc_type):
+        codec.decode_records(data, verify_crc=verify)
+    first = next(iter(codec.iter_batches(data, verify_crc=verify)))
+    assert [r.value for r in first.records()] == [b"ok"]
+    return err
+
+
+def _bad_batch(records_bytes, count=1, base_offset=100, **kw):
+    return PREFIX + _spec.v2_batch(records_bytes, count=count, base_offset=base_offset, **kw)
+
+
+def test_varint_fifth_byte_msb(codec):
+    # record length varint: five bytes all with the continuation bit
+    data = _bad_batch(b"\xff\xff\xff\xff\xff\x01" + b"\x00" * 10)
+    _expect(codec, data, InvalidRecordError, batch_pos=len(PREFIX), base_offset=100)
+    # the offset delta varint (inside an otherwise sane record)
+    body = b"\x00" + b"\x00" + b"\x80\x80\x80\x80\x80\x00" + b"\x01\x01\x00"
+    data = _bad_batch(_spec.zigzag(len(body)) + body)
+    _expect(codec, data, InvalidRecordError, batch_pos=len(PREFIX), base_offset=100)
+
+
+def test_varint_five_bytes_ok(codec):
+    """A maximal but legal 5-byte varint (offset delta INT_MAX) decodes."""
+    rec = _spec.raw_record(off_delta=2**31 - 1, value=b"max")
+    assert len(_spec.zigzag(2**31 - 1)) == 5
+    data = _spec.v2_batch(rec, count=1, base_offset=10, last_offset_delta=2**31 - 1)
+    (r,) = codec.decode_records(data)
+    assert (r.offset, r.value) == (10 + 2**31 - 1, b"max")
+
+
+def test_varlong_over_ten_bytes(codec):
+    body = b"\x00" + b"\x80" * 10 + b"\x00" + b"\x00" + b"\x01\x01\x00"
+    data = _bad_batch(_spec.zigzag(len(body)) + body)
+    _expect(codec, data, InvalidRecordError, batch_pos=len(PREFIX), base_offset=100)
+
+
+def test_varlong_ten_bytes_ok(codec):
+    rec = _spec.raw_record(ts_delta=-(2**63), value=b"min")
+    assert len(_spec.zigzag(-(2**63))) == 10
+    data = _spec.v2_batch(rec, count=1, base_timestamp=0)
+    (r,) = list(codec.iter_batches(data))[0].records()
+    assert r.value == b"min" and r.timestamp == -(2**63)
+
+
+def test_record_length_past_batch(codec):
+    rec = _spec.raw_record(value=b"abc")
+    data = _bad_batch(_spec.zigzag(len(rec) + 50) + rec[1:])
+    _expect(codec, data, InvalidRecordError, batch_pos=len(PREFIX), base_offset=100)
+
+
+def test_record_length_shorter_than_fields(codec):
+    rec = _spec.raw_record(value=b"abcdef")
+    data = _bad_batch(_spec.raw_record(value=b"abcdef", length=len(rec) - 1 - 3) + b"\x00" * 3)
+    _expect(codec, data, InvalidRecordError, batch_pos=len(PREFIX), base_offset=100)
+
+
+def test_zero_record_length(codec):
+    """A record whose length is 0 cannot even hold its attributes byte."""
+    data = _bad_batch(_spec.zigzag(0))
+    _expect(codec, data, InvalidRecordError, batch_pos=len(PREFIX), base_offset=100)
+
+
+def test_negative_record_length(codec):
+    data = _bad_batch(_spec.zigzag(-5) + b"\x00" * 12)
+    _expect(codec, data, InvalidRecordError, batch_pos=len(PREFIX), base_offset=100)
+
+
+def test_negative_header_count(codec):
+    body = b"\x00\x00\x00" + b"\x01" + b"\x02v" + _spec.zigzag(-2)
+    data = _bad_batch(_spec.zigzag(len(body)) + body)
+    _expect(codec, data, InvalidRecordError, batch_pos=len(PREFIX), base_offset=100)
+
+
+def test_header_count_beyond_record(codec):
+    body = b"\x00\x00\x00" + b"\x01" + b"\x02v" + _spec.zigzag(2**30)
+    data = _bad_batch(_spec.zigzag(len(body)) + body)
+    _expect(codec, data, InvalidRecordError, batch_pos=len(PREFIX), base_offset=100)
+
+
+def test_negative_header_key_length(codec):
+    body = b"\x00\x00\x00" + b"\x01" + b"\x02v" + _spec.zigzag(1) + _spec.zigzag(-1) + _spec.zigzag(-1)
+    data = _bad_batch(_spec.zigzag(len(body)) + body)
+    _expect(codec, data, InvalidRecordError, batch_pos=len(PREFIX), base_offset=100)
+
+
+def test_negative_lengths_mean_null(codec):
+    """Java: any negative key/value/header-value length is null (not only -1)."""
+    body = b"\x00\x00\x00" + _spec.zigzag(-7) + _spec.zigzag(-100) + _spec.zigzag(1) + b"\x04hk" + _spec.zigzag(-3)
+    data = _spec.v2_batch(_spec.zigzag(len(body)) + body, count=1)
+    (r,) = codec.decode_records(data)
+    assert (r.key, r.value, r.headers) == (None, None, (("hk", None),))
+
+
+@pytest.mark.parametrize("field", ["key", "value", "header_key", "header_value"])
+def test_field_length_past_record(codec, field):
+    parts = {"key": b"\x02k", "value": b"\x02v", "header_key": b"\x02h", "header_value": b"\x02x"}
+    parts[field] = _spec.zigzag(40) + b"abc"
+    body = b"\x00\x00\x00" + parts["key"] + parts["value"] + b"\x02" + parts["header_key"] + parts["header_value"]
+    data = _bad_batch(_spec.zigzag(len(body)) + body + b"\x00" * 60)
+    _expect(codec, data, InvalidRecordError, batch_pos=len(PREFIX), base_offset=100)
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("delta", [+1, -1, +1000])
+def test_records_count_mismatch(codec, compression, delta):
+    py = load_backend("python")
+    b = py.BatchBuilder(base_offset=100, compression=compression)
+    for i in range(5):
+        b.append(b"v%d" % i * 30, timestamp=T0 + i)
+    batch = bytearray(b.build())
+    struct.pack_into(">i", batch, 57, 5 + delta)
+    data = PREFIX + _spec.fix_crc(batch)
+    _expect(codec, data, InvalidRecordError, batch_pos=len(PREFIX), base_offset=100)
+
+
+def test_negative_records_count(codec):
+    data = _bad_batch(_spec.raw_record(), count=-1)
+    _expect(codec, data, InvalidRecordError, batch_pos=len(PREFIX), base_offset=100)
+
+
+def test_count_zero_batch_ignores_payload(codec):
+    """A count-0 batch is valid and its payload is never looked at (even if garbage, even compressed)."""
+    for attrs in (0, 4, 0x30):
+        data = _spec.v2_batch(b"\xff" * 20, count=0, attributes=attrs, last_offset_delta=4, base_offset=9)
+        (batch,) = list(codec.iter_batches(data))
+        assert batch.records() == [] and batch.next_offset == 14
+        out = codec.decode_records(data)
+        assert list(out) == [] and out.next_offset == 14
+
+
+@pytest.mark.parametrize("size", [-1, 0, 5, 13])
+def test_batch_length_below_14(codec, size):
+    for tail in (b"", b"\x00" * 100):
+        entry = struct.pack(">qi", 0, size) + b"\x00\x00\x00\x00\x02" + b"\x00" * 8 + tail
+        data = PREFIX + entry
+        with pytest.raises(CorruptRecordError) as ei:
+            list(codec.iter_batches(data))
+        check_error(ei.value, data)
+        assert ei.value.position == len(PREFIX)
+    # only the 12-byte entry header is there: still an error (Kafka checks size before magic)
+    data = PREFIX + struct.pack(">qi", 0, size)
+    with pytest.raises(CorruptRecordError):
+        list(codec.iter_batches(data))
+
+
+@pytest.mark.parametrize("size", [14, 20, 48])
+def test_batch_length_too_small_for_v2(codec, size):
+    entry = struct.pack(">qii", 5, size, -1) + b"\x02" + b"\x00" * (size - 5)
+    assert len(entry) == 12 + size
+    for data in (PREFIX + entry, PREFIX + entry + b"\x00" * 100, PREFIX + entry + PREFIX):
+        with pytest.raises(CorruptRecordError) as ei:
+            for b in codec.iter_batches(data, verify_crc=False):
+                b.records()
+        check_error(ei.value, data)
+        assert len(PREFIX) <= ei.value.position <= len(PREFIX) + 17
+
+
+@pytest.mark.parametrize("magic", [3, 4, 127, -1, -128])
+def test_bad_magic(codec, magic):
+    entry = bytearray(PREFIX)
+    entry[16] = magic & 0xFF
+    data = PREFIX + bytes(entry)
+    with pytest.raises(CorruptRecordError) as ei:
+        list(codec.iter_batches(data))
+    check_error(ei.value, data)
+    assert ei.value.position in (len(PREFIX), len(PREFIX) + 16)
+    assert "magic" in str(ei.value).lower()
+
+
+@pytest.mark.parametrize("cid", [5, 6, 7])
+def test_unknown_compression_id(codec, cid):
+    rec = _spec.raw_record()
+    data = _bad_batch(rec, attributes=cid)
+    for verify in (True, False):
+        with pytest.raises(UnsupportedCompressionError) as ei:
+            for b in codec.iter_batches(data, verify_crc=verify):
+                b.records()
+        check_error(ei.value, data)
+        assert len(PREFIX) <= ei.value.position < len(data)
+        with pytest.raises(UnsupportedCompressionError):
+            codec.decode_records(data, verify_crc=verify)
+
+
+@pytest.mark.parametrize("cid", [5, 6, 7])
+def test_unknown_legacy_compression_id(codec, cid):
+    entry = bytearray(load_golden("legacy_v1_none")[0][:40])
+    entry[17] = cid
+    entry[12:16] = struct.pack(">I", zlib.crc32(bytes(entry[16:])) & 0xFFFFFFFF)
+    data = PREFIX + bytes(entry)
+    with pytest.raises(UnsupportedCompressionError) as ei:
+        for b in codec.iter_batches(data):
+            b.records()
+    check_error(ei.value, data)
+
+
+def test_attribute_high_byte_ignored(codec):
+    """Bits 8-15 of attributes are ignored on read (they are CRC-covered, so fix the CRC)."""
+    plain = bytearray(load_golden("transactional_none")[0])
+    want = [_spec.rec_tuple(r) for r in codec.decode_records(bytes(plain))]
+    plain[21] = 0xFF
+    data = _spec.fix_crc(plain)
+    (batch,) = list(codec.iter_batches(data))
+    assert batch.compression == "none" and batch.is_transactional and not batch.is_control
+    assert [_spec.rec_tuple(r) for r in batch.records()] == want
+
+
+def test_legacy_v0_wrapper_offset_far_from_inner_offsets(codec):
+    """v0 inner offsets are absolute; the wrapper offset (the batch's last offset) is not CRC-covered.
+
+    Kafka reads such an entry (baseOffset = first inner offset, lastOffset = wrapper offset), so must we,
+    whatever the distance between the two (it does not fit an int32 here).
+    """
+    data = bytearray(load_golden("legacy_v0_gzip")[0])
+    struct.pack_into(">q", data, 0, 1 << 40)
+    (batch,) = list(codec.iter_batches(bytes(data)))
+    assert (batch.base_offset, batch.last_offset, batch.next_offset) == (10, 1 << 40, (1 << 40) + 1)
+    assert [r.offset for r in batch.records()] == [10, 11, 12]
+    out = codec.decode_records(bytes(data))
+    assert [r.offset for r in out] == [10, 11, 12] and out.next_offset == (1 << 40) + 1
+
+
+def _java_increment_sequence(seq, inc):
+    """DefaultRecordBatch.incrementSequence with Java's wrapping int arithmetic."""
+
+    def i32(x):
+        return (x + (1 << 31)) % (1 << 32) - (1 << 31)
+
+    if seq > i32(2**31 - 1 - inc):
+        return i32(inc - i32(2**31 - 1 - seq) - 1)
+    return i32(seq + inc)
+
+
+@pytest.mark.parametrize("base_sequence", [0, 5, 30, 2**31 - 1])
+def test_negative_offset_delta_sequence_matches_java(codec, base_sequence):
+    """Offsets are not checked on read: a record below the base offset still gets Java's sequence."""
+    recs = _spec.raw_record(off_delta=-1, value=b"a") + _spec.raw_record(off_delta=3, value=b"b")
+    data = _spec.v2_batch(recs, count=2, base_offset=50, last_offset_delta=3, producer_id=9,
+                          producer_epoch=0, base_sequence=base_sequence)  # fmt: skip
+    (batch,) = list(codec.iter_batches(data))
+    got = [(r.offset, r.sequence) for r in batch.records()]
+    assert got == [
+        (49, _java_increment_sequence(base_sequence, -1)),
+        (53, _java_increment_sequence(base_sequence, 3)),
+    ]
+    assert _java_increment_sequence(2**31 - 1, 1) == 0  # sanity: the emulation wraps like Kafka
+
+
+# -------------------------------------------------------------------------------- no huge allocation
+def _peak_alloc(fn):
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+HUGE = [
+    ("batch_length", lambda: struct.pack(">qii", 0, 2**31 - 1, -1) + b"\x02" + b"\x00" * 100, None),
+    ("record_length", lambda: _bad_batch(_spec.zigzag(2**30) + b"\x00" * 20), InvalidRecordError),
+    ("key_length", lambda: _bad_batch(_spec.zigzag(30) + b"\x00\x00\x00" + _spec.zigzag(2**30) + b"\x00" * 24),
+     InvalidRecordError),
+    ("header_count", lambda: _bad_batch(_spec.zigzag(12) + b"\x00\x00\x00\x01\x01" + _spec.zigzag(2**30) + b"\x00" * 4),
+     InvalidRecordError),
+    ("records_count", lambda: _bad_batch(_spec.raw_record(), count=2**31 - 1), InvalidRecordError),
+    ("records_count_zstd", lambda: _bad_batch(zstandard.ZstdCompressor().compress(_spec.raw_record()),
+                                              count=2**31 - 1, attributes=4), InvalidRecordError),
+    ("raw_snappy_length", lambda: _bad_batch(b"\xff\xff\xff\xff\x0f" + b"\x00" * 10, attributes=2),
+     (DecompressedSizeError, DecompressionError)),
+    ("xerial_chunk_length", lambda: _bad_batch(b"\x82SNAPPY\x00" + struct.pack(">iii", 1, 1, 2**31 - 1) + b"\x00" * 8,
+                                               attributes=2), DecompressionError),
+    ("lz4_block_length", lambda: _bad_batch(lz4.frame.compress(b"x", block_linked=False, store_size=False)[:7]
+                                            + struct.pack("<I", 0x7FFFFFF0) + b"\x00" * 8, attributes=3),
+     DecompressionError),
+    ("zstd_content_size", lambda: _bad_batch(_zstd_lying_content_size(), attributes=4),
+     (DecompressionError, DecompressedSizeError)),
+]  # fmt: skip
+
+
+def _zstd_lying_content_size():
+    """A zstd frame header declaring a 1 TiB content size, followed by one tiny raw block."""
+    fhd = 0xC0  # 8-byte content size, not single segment
+    window = 0x00
+    return b"\x28\xb5\x2f\xfd" + bytes([fhd, window]) + struct.pack("<Q", 1 << 40) + b"\x09\x00\x00x"
+
+
+@pytest.mark.parametrize("name,make,exc", HUGE, ids=[h[0] for h in HUGE])
+def test_huge_declared_lengths_do_not_allocate(codec, name, make, exc):
+    data = make()
+    state = {}
+
+    def run():
+        try:
+            state["out"] = snapshot_batches(codec, data)
+        except Exception as e:  # noqa: BLE001 - reported below
+            state["out"] = ("escaped", e)
+
+    peak = _peak_alloc(run)
+    out = state["out"]
+    assert out[0] != "escaped", f"{name}: {out[1]!r}"
+    if exc is None:  # a truncated entry: stop cleanly
+        assert out[0] == "ok" and out[1] == [] and out[3] == len(data)
+    else:
+        assert out[0] == "err" and isinstance(out[1], exc), f"{name}: {out}"
+        check_error(out[1], data, name)
+    assert peak < 1 << 20, f"{name}: peak allocation {peak} bytes for a {len(data)}-byte input"
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_small_batches_allocate_little(codec, compression):
+    """Decoding a ~100-byte batch with the default max_decompressed_size must not reserve that limit."""
+    py = load_backend("python")
+    b = py.BatchBuilder(compression=compression)
+    for i in range(3):
+        b.append(b"small value %d" % i, key=b"k", timestamp=T0 + i)
+    data = b.build()
+    assert len(data) < 200
+    state = {}
+    peak = _peak_alloc(lambda: state.update(out=codec.decode_records(data, verify_crc=False)))
+    assert [r.value for r in state["out"]] == [b"small value %d" % i for i in range(3)]
+    assert peak < 1 << 20, f"{compression}: peak allocation {peak} bytes to decode a {len(data)}-byte batch"
+
+
+# ------------------------------------------------------------------------------------ zip bombs
+BOMB_SIZE = 24 << 20
+LIMIT = 1 << 20
+
+
+def _bomb_payload(compression, raw):
+    if compression == "gzip":
+        return gzip.compress(raw, compresslevel=9, mtime=0)
+    if compression == "snappy-xerial":  # as snappy-java writes it: 32 KiB chunks
+        out = [b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)]
+        for i in range(0, len(raw), 32 * 1024):
+            block = bytes(cramjam.snappy.compress_raw(raw[i : i + 32 * 1024]))
+            out.append(struct.pack(">i", len(block)) + block)
+        return b"".join(out)
+    if compression == "snappy-raw":
+        return bytes(cramjam.snappy.compress_raw(raw))
+    if compression == "lz4":
+        return lz4.frame.compress(raw, block_linked=False, store_size=False)
+    if compression == "zstd":
+        return zstandard.ZstdCompressor(write_content_size=False).compress(raw)
+    if compression == "zstd-sized":
+        return zstandard.ZstdCompressor(write_content_size=True).compress(raw)
+    raise AssertionError(compression)
+
+
+BOMBS = ["gzip", "snappy-xerial", "snappy-raw", "lz4", "zstd", "zstd-sized"]
+
+
+@pytest.fixture(scope="module")
+def bomb_records():
+    return _spec.raw_record(value=bytes(BOMB_SIZE))
+
+
+@pytest.mark.parametrize("compression", BOMBS)
+def test_zip_bomb(codec, compression, bomb_records):
+    cid = _spec.CODEC_IDS[compression.split("-")[0]]
+    payload = _bomb_payload(compression, bomb_records)
+    assert len(payload) < BOMB_SIZE // 8
+    data = PREFIX + _spec.v2_batch(payload, count=1, attributes=cid, base_offset=100)
+    state = {}
+
+    def run():
+        try:  # no CRC check here: tracemalloc makes the pure-Python CRC loop very slow
+            codec.decode_records(data, max_decompressed_size=LIMIT, verify_crc=False)
+        except DecompressedSizeError as e:
+            state["err"] = e
+
+    peak = _peak_alloc(run)
+    err = state.get("err")
+    assert err is not None, f"{compression}: no DecompressedSizeError"
+    check_error(err, data, compression)
+    assert len(PREFIX) <= err.position <= len(data)
+    assert peak < 8 * LIMIT + 4 * len(data), f"{compression}: peak {peak} bytes with a {LIMIT}-byte limit"
+    with pytest.raises(DecompressedSizeError):
+        list(codec.iter_batches(data, max_decompressed_size=LIMIT))[1].records()
+    out = codec.decode_records(data, max_decompressed_size=2 * BOMB_SIZE)
+    assert [len(r.value) for r in out] == [2, BOMB_SIZE]
+    assert out[1].value == bytes(BOMB_SIZE)
+
+
+def test_limit_is_inclusive(codec):
+    records = _spec.raw_record(value=b"z" * 5000)
+    data = _spec.v2_batch(zstandard.ZstdCompressor().compress(records), count=1, attributes=4)
+    assert len(codec.decode_records(data, max_decompressed_size=len(records))) == 1
+    with pytest.raises(DecompressedSizeError):
+        codec.decode_records(data, max_decompressed_size=len(records) - 1)
+
+
+def test_legacy_wrapper_bomb(codec):
+    """A legacy v1 gzip wrapper whose inner message set inflates past the limit."""
+    inner_msg = struct.pack(">bbq", 1, 0, T0) + struct.pack(">i", -1) + struct.pack(">i", 4 << 20) + bytes(4 << 20)
+    inner = struct.pack(">qiI", 0, 4 + len(inner_msg), zlib.crc32(inner_msg)) + inner_msg
+    value = gzip.compress(inner, mtime=0)
+    msg = struct.pack(">bbq", 1, 1, T0) + struct.pack(">i", -1) + struct.pack(">i", len(value)) + value
+    entry = struct.pack(">qiI", 0, 4 + len(msg), zlib.crc32(msg)) + msg
+    with pytest.raises(DecompressedSizeError) as ei:
+        for b in codec.iter_batches(entry, max_decompressed_size=LIMIT):
+            b.records()
+    check_error(ei.value, entry)
+    (r,) = codec.decode_records(entry, max_decompressed_size=8 << 20)
+    assert r.value == bytes(4 << 20) and r.timestamp == T0
+
+
+# ------------------------------------------------------------------------ errors carry their batch
+def test_crc_error_names_the_second_batch(codec):
+    good = load_golden("plain_none")[0]
+    bad = bytearray(load_golden("idempotent_none")[0])
+    bad[-1] ^= 0x40
+    data = good + bytes(bad)
+    it = codec.iter_batches(data)
+    assert next(iter(it)).position == 0
+    with pytest.raises(CrcMismatchError) as ei:
+        next(iter(it))
+    assert ei.value.position == len(good)
+    assert ei.value.base_offset == struct.unpack_from(">q", bad)[0]
+    assert it.valid_bytes == len(good)

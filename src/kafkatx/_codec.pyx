@@ -25,7 +25,8 @@ import time
 
 from . import _control, _legacy
 from . import compression as _compression
-from ._common import RecordList, check_builder_args, isolation_flag, timestamp_type_bits
+from ._common import (ARROW_COLUMNS, RecordList, arrow_schema, check_builder_args, isolation_flag,
+                      timestamp_type_bits)
 from ._common import as_bytes as _as_bytes, as_headers as _as_headers
 from ._consts import COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import (
@@ -61,6 +62,7 @@ CRC32C_IMPL = kx_crc32c_impl_name().decode()
 __all__ = [
     "BACKEND", "crc32c", "Record", "RecordBatch", "BatchIterator", "RecordList", "ReadCommittedFilter",
     "BatchBuilder", "iter_batches", "decode_records", "increment_sequence", "decrement_sequence", "scan_batches",
+    "decode_arrow", "arrow_schema", "ARROW_COLUMNS",
 ]
 
 cdef enum:
@@ -332,6 +334,9 @@ cdef int verify_v2_crc(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, Head
     return 0
 
 
+include "_arrow.pxi"
+
+
 # ------------------------------------------------------------------------------------------ records
 @cython.final
 @cython.freelist(512)
@@ -381,13 +386,25 @@ cdef class Record:
 cdef object _surrogateescape = "surrogateescape"
 
 
-cdef tuple _read_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend, Py_ssize_t base, int64_t boff,
-                         int32_t hcount):
-    cdef tuple headers = PyTuple_New(hcount)
+cdef struct RecView:
+    int32_t off_delta
+    int64_t ts_delta
+    const uint8_t *key
+    int32_t klen
+    const uint8_t *value
+    int32_t vlen
+    Py_ssize_t hpos      # start of the first header
+    int32_t hcount
+    Py_ssize_t rend      # end of the record
+
+
+cdef int _walk_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend, Py_ssize_t base, int64_t boff,
+                       int32_t hcount, object hs, _Columns cols) except -1:
+    """Read ``hcount`` headers (validating them); add each to ``hs`` (a list) and/or ``cols`` if given."""
     cdef int32_t i
     cdef int32_t hklen = 0, hvlen = 0
-    cdef Py_ssize_t p
-    cdef object hkey, hval, pair
+    cdef Py_ssize_t p, kpos
+    cdef object hval
     for i in range(hcount):
         rd_varint(buf, pos, rend, base, boff, &hklen)
         p = pos[0]
@@ -395,90 +412,120 @@ cdef tuple _read_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend, P
             _invalid("invalid negative header key size", base + p, boff)
         if hklen > rend - p:
             _invalid("header key runs past the record", base + p, boff)
-        hkey = PyUnicode_DecodeUTF8(<const char *>buf + p, hklen, "surrogateescape")
+        kpos = p
         pos[0] = p + hklen
         rd_varint(buf, pos, rend, base, boff, &hvlen)
         p = pos[0]
         if hvlen >= 0:
             if hvlen > rend - p:
                 _invalid("header value runs past the record", base + p, boff)
-            hval = PyBytes_FromStringAndSize(<const char *>buf + p, hvlen)
             pos[0] = p + hvlen
-        else:
-            hval = None
-        pair = (hkey, hval)
-        Py_INCREF(pair)
-        PyTuple_SET_ITEM(headers, i, pair)
-    return headers
+        if hs is not None:
+            hval = PyBytes_FromStringAndSize(<const char *>buf + p, hvlen) if hvlen >= 0 else None
+            PyList_Append(hs, (PyUnicode_DecodeUTF8(<const char *>buf + kpos, hklen, "surrogateescape"), hval))
+        if cols is not None:
+            cols.add_header(buf + kpos, hklen, buf + p, hvlen)
+    return 0
+
+
+cdef inline int parse_record(const uint8_t *buf, Py_ssize_t *ppos, Py_ssize_t end, Py_ssize_t base, int64_t boff,
+                             RecView *rv) except -1:
+    """Parse and validate one v2 record at ``ppos`` (Java's DefaultRecord.readFrom rules)."""
+    cdef Py_ssize_t pos = ppos[0]
+    cdef Py_ssize_t start = pos, body, rend
+    cdef int32_t length = 0
+    rv.ts_delta = 0
+    rv.off_delta = 0
+    rv.klen = 0
+    rv.vlen = 0
+    rv.hcount = 0
+    if pos >= end:
+        _invalid("incorrect declared batch size, premature EOF reached", base + pos, boff)
+    rd_varint(buf, &pos, end, base, boff, &length)
+    body = pos
+    if length < 0 or length > end - pos:
+        _invalid(f"invalid record size: expected {length} bytes in record payload, but the buffer has only "
+                 f"{end - pos} remaining bytes", base + start, boff)
+    rend = pos + length
+    if length < 1:
+        _invalid(f"invalid record size: expected to read {length} bytes in record payload, but instead read "
+                 f"1", base + start, boff)
+    pos += 1  # attributes: no bits defined, read and ignored
+    rd_varlong(buf, &pos, rend, base, boff, &rv.ts_delta)
+    rd_varint(buf, &pos, rend, base, boff, &rv.off_delta)
+    rd_varint(buf, &pos, rend, base, boff, &rv.klen)
+    rv.key = buf + pos
+    if rv.klen >= 0:
+        if rv.klen > rend - pos:
+            _invalid("found invalid record structure: key runs past the record", base + pos, boff)
+        pos += rv.klen
+    rd_varint(buf, &pos, rend, base, boff, &rv.vlen)
+    rv.value = buf + pos
+    if rv.vlen >= 0:
+        if rv.vlen > rend - pos:
+            _invalid("found invalid record structure: value runs past the record", base + pos, boff)
+        pos += rv.vlen
+    rd_varint(buf, &pos, rend, base, boff, &rv.hcount)
+    rv.hpos = pos
+    if rv.hcount != 0:
+        if rv.hcount < 0 or rv.hcount > rend - pos:
+            _invalid(f"found invalid number of record headers {rv.hcount}", base + pos, boff)
+        _walk_headers(buf, &pos, rend, base, boff, rv.hcount, None, None)
+    if pos != rend:
+        _invalid(f"invalid record size: expected to read {length} bytes in record payload, but instead read "
+                 f"{pos - body}", base + start, boff)
+    rv.rend = rend
+    ppos[0] = pos
+    return 0
 
 
 cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t base, Header *h,
-                           object out, int64_t fetch_offset, int64_t limit_offset) except -1:
-    """Decode ``h.records_count`` records from buf[pos:end]; ``base`` maps positions to the caller's buffer."""
+                           object out, _Columns cols, int64_t fetch_offset, int64_t limit_offset) except -1:
+    """Decode ``h.records_count`` records from buf[pos:end] into ``out`` (Records) or ``cols`` (Arrow).
+
+    ``base`` maps local positions to the caller's buffer."""
     cdef int64_t boff = h.base_offset
     cdef int64_t base_ts = h.base_timestamp
     cdef int64_t max_ts = h.max_timestamp
     cdef bint log_append = (h.attributes & TIMESTAMP_TYPE_MASK) != 0
+    cdef bint txn = (h.attributes & TRANSACTIONAL_FLAG_MASK) != 0
     cdef int32_t base_seq = h.base_sequence
     cdef int32_t i
-    cdef int32_t length = 0, off_delta = 0, klen = 0, vlen = 0, hcount = 0
-    cdef int64_t ts_delta = 0, offset
-    cdef Py_ssize_t start, body, rend
-    cdef object key, value
-    cdef tuple headers
+    cdef int64_t offset, ts
+    cdef int32_t seq
+    cdef Py_ssize_t hp
+    cdef RecView rv
     cdef Record r
+    cdef list hs
     for i in range(h.records_count):
-        if pos >= end:
-            _invalid("incorrect declared batch size, premature EOF reached", base + pos, boff)
-        start = pos
-        rd_varint(buf, &pos, end, base, boff, &length)
-        body = pos
-        if length < 0 or length > end - pos:
-            _invalid(f"invalid record size: expected {length} bytes in record payload, but the buffer has only "
-                     f"{end - pos} remaining bytes", base + start, boff)
-        rend = pos + length
-        if rend - pos < 1:
-            _invalid(f"invalid record size: expected to read {length} bytes in record payload, but instead read "
-                     f"1", base + start, boff)
-        pos += 1  # attributes: no bits defined, read and ignored
-        rd_varlong(buf, &pos, rend, base, boff, &ts_delta)
-        rd_varint(buf, &pos, rend, base, boff, &off_delta)
-        rd_varint(buf, &pos, rend, base, boff, &klen)
-        if klen >= 0:
-            if klen > rend - pos:
-                _invalid("found invalid record structure: key runs past the record", base + pos, boff)
-            key = PyBytes_FromStringAndSize(<const char *>buf + pos, klen)
-            pos += klen
-        else:
-            key = None
-        rd_varint(buf, &pos, rend, base, boff, &vlen)
-        if vlen >= 0:
-            if vlen > rend - pos:
-                _invalid("found invalid record structure: value runs past the record", base + pos, boff)
-            value = PyBytes_FromStringAndSize(<const char *>buf + pos, vlen)
-            pos += vlen
-        else:
-            value = None
-        rd_varint(buf, &pos, rend, base, boff, &hcount)
-        if hcount == 0:
-            headers = ()
-        else:
-            if hcount < 0 or hcount > rend - pos:
-                _invalid(f"found invalid number of record headers {hcount}", base + pos, boff)
-            headers = _read_headers(buf, &pos, rend, base, boff, hcount)
-        if pos != rend:
-            _invalid(f"invalid record size: expected to read {length} bytes in record payload, but instead read "
-                     f"{pos - body}", base + start, boff)
-        offset = boff + off_delta
+        parse_record(buf, &pos, end, base, boff, &rv)
+        offset = boff + rv.off_delta
         if offset < fetch_offset or offset >= limit_offset:
+            continue
+        ts = max_ts if log_append else base_ts + rv.ts_delta
+        seq = increment_sequence(base_seq, rv.off_delta) if base_seq >= 0 else -1
+        if cols is not None:
+            cols.add(offset, ts, 1 if log_append else 0, rv.key, rv.klen, rv.value, rv.vlen, h.producer_id,
+                     h.producer_epoch, seq, txn)
+            if cols.want & COL_HEADERS:
+                if rv.hcount:
+                    hp = rv.hpos
+                    _walk_headers(buf, &hp, rv.rend, base, boff, rv.hcount, None, cols)
+                cols.end_headers()
             continue
         r = Record.__new__(Record)
         r.offset = offset
-        r.timestamp = max_ts if log_append else base_ts + ts_delta
-        r.key = key
-        r.value = value
-        r.headers = headers
-        r.sequence = increment_sequence(base_seq, off_delta) if base_seq >= 0 else -1
+        r.timestamp = ts
+        r.key = PyBytes_FromStringAndSize(<const char *>rv.key, rv.klen) if rv.klen >= 0 else None
+        r.value = PyBytes_FromStringAndSize(<const char *>rv.value, rv.vlen) if rv.vlen >= 0 else None
+        if rv.hcount:
+            hs = []
+            hp = rv.hpos
+            _walk_headers(buf, &hp, rv.rend, base, boff, rv.hcount, hs, None)
+            r.headers = tuple(hs)
+        else:
+            r.headers = ()
+        r.sequence = seq
         PyList_Append(out, r)
     if pos != end:
         _invalid("incorrect declared batch size, records still remaining in file", base + pos, boff)
@@ -486,7 +533,7 @@ cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
 
 
 cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, Header *h, object out,
-                         int64_t fetch_offset, int64_t limit_offset, Py_ssize_t max_size) except -1:
+                         _Columns cols, int64_t fetch_offset, int64_t limit_offset, Py_ssize_t max_size) except -1:
     """All records of the v2 batch at buf[pos:pos+size], inflating its payload when compressed."""
     cdef int cid = h.attributes & COMPRESSION_CODEC_MASK
     cdef Py_ssize_t start = pos + RECORD_BATCH_OVERHEAD
@@ -494,11 +541,11 @@ cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, He
     if h.records_count == 0:
         return 0  # an empty (cleaned) batch: its payload is never looked at
     if cid == 0:
-        return decode_v2_records(buf, start, pos + size, 0, h, out, fetch_offset, limit_offset)
+        return decode_v2_records(buf, start, pos + size, 0, h, out, cols, fetch_offset, limit_offset)
     payload = _inflate(buf, start, pos + size, cid, h.base_offset, max_size)
     try:
         return decode_v2_records(<const uint8_t *>PyBytes_AS_STRING(payload), 0, PyBytes_GET_SIZE(payload), 0, h,
-                                 out, fetch_offset, limit_offset)
+                                 out, cols, fetch_offset, limit_offset)
     except CorruptRecordError as exc:
         raise type(exc)(f"{exc.reason} (at byte {exc.position} of the decompressed payload)", start,
                         exc.base_offset) from None
@@ -527,7 +574,7 @@ cdef int first_control_type(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size,
     if not (h.attributes & CONTROL_FLAG_MASK) or h.records_count == 0:
         return -1
     out = []
-    decode_v2_batch(buf, pos, size, h, out, INT64_MIN, INT64_MAX, max_size)
+    decode_v2_batch(buf, pos, size, h, out, None, INT64_MIN, INT64_MAX, max_size)
     key = (<Record>out[0]).key
     if key is None or len(key) < 4:
         _invalid("control record key is shorter than 4 bytes", pos, h.base_offset)
@@ -686,8 +733,8 @@ cdef class RecordBatch:
                 if fetch_offset <= r.offset < limit_offset:
                     PyList_Append(out, r)
             return 0
-        return decode_v2_batch(self._owner.ptr, self.position, self.size_in_bytes, &self.h, out, fetch_offset,
-                               limit_offset, self._max)
+        return decode_v2_batch(self._owner.ptr, self.position, self.size_in_bytes, &self.h, out, None,
+                               fetch_offset, limit_offset, self._max)
 
     def records(self):
         """All records of the batch (control records too: this is the raw view)."""
@@ -872,7 +919,7 @@ cdef class ReadCommittedFilter:
             data = self._pending + bytes(data)
         buf = _Buffer(data)
         try:
-            self._run(buf, out, &consumed)
+            self._run(buf, out, None, &consumed)
         finally:
             self._pending = PyBytes_FromStringAndSize(<const char *>buf.ptr + consumed, buf.size - consumed) \
                 if consumed < buf.size else b""
@@ -881,11 +928,38 @@ cdef class ReadCommittedFilter:
         out.next_offset = self.next_offset
         return out
 
+    def feed_arrow(self, data, *, columns=None, bint large_binary=False):
+        """Like :meth:`feed`, but the visible records come back as one ``pyarrow.RecordBatch`` built in C.
+
+        The schema metadata carries ``next_offset``, ``valid_bytes`` and ``trailing_bytes``.  If a
+        binary column would pass 2 GiB (32-bit Arrow offsets), this raises; decode in smaller pieces
+        or pass ``large_binary=True`` to get ``large_binary`` columns instead.
+        """
+        cdef _Buffer buf
+        cdef Py_ssize_t consumed = 0
+        cdef _Columns cols
+        _arrow()
+        cols = _Columns(_want_bits(columns), large_binary)
+        if self._pending:
+            data = self._pending + bytes(data)
+        buf = _Buffer(data)
+        try:
+            try:
+                self._run(buf, None, cols, &consumed)
+            except _BinaryOverflow:
+                raise DecompressedSizeError("decoded keys or values pass 2 GiB, the limit of 32-bit Arrow offsets: "
+                                            "decode smaller pieces or pass large_binary=True") from None
+        finally:
+            self._pending = PyBytes_FromStringAndSize(<const char *>buf.ptr + consumed, buf.size - consumed) \
+                if consumed < buf.size else b""
+        return _finish(cols, {"next_offset": self.next_offset, "valid_bytes": consumed,
+                              "trailing_bytes": buf.size - consumed})
+
     cdef inline void _advance(self, int64_t offset):
         if self.next_offset is None or offset > self.next_offset:
             self.next_offset = offset
 
-    cdef int _run(self, _Buffer b, object out, Py_ssize_t *consumed) except -1:
+    cdef int _run(self, _Buffer b, object out, _Columns cols, Py_ssize_t *consumed) except -1:
         cdef const uint8_t *buf = b.ptr
         cdef Py_ssize_t end = b.size
         cdef Py_ssize_t pos = 0
@@ -904,7 +978,10 @@ cdef class ReadCommittedFilter:
                     legacy.validate_crc()
                 if legacy.h.base_offset >= limit:
                     break
-                legacy._decode_into(out, self._fetch_offset, limit)
+                if cols is None:
+                    legacy._decode_into(out, self._fetch_offset, limit)
+                else:
+                    _legacy_to_columns(legacy, cols, self._fetch_offset, limit)
                 self._advance(min(legacy._legacy_last_offset + 1, limit))
                 pos += size
                 consumed[0] = pos
@@ -929,7 +1006,7 @@ cdef class ReadCommittedFilter:
                     consumed[0] = pos
                     continue
             if not (h.attributes & CONTROL_FLAG_MASK):
-                decode_v2_batch(buf, pos - size, size, &h, out, self._fetch_offset, limit, self._max)
+                decode_v2_batch(buf, pos - size, size, &h, out, cols, self._fetch_offset, limit, self._max)
             self._advance(min(last + 1, limit))
             consumed[0] = pos
         return 0
@@ -949,6 +1026,39 @@ def decode_records(data, *, isolation="read_uncommitted", aborted_transactions=N
                             fetch_offset=fetch_offset, verify_crc=verify_crc,
                             max_decompressed_size=max_decompressed_size)
     return f.feed(data)
+
+
+def decode_arrow(data, *, isolation="read_uncommitted", aborted_transactions=None, last_stable_offset=None,
+                 fetch_offset=None, bint verify_crc=True, columns=None, bint large_binary=False,
+                 Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE):
+    """The visible records of ``data`` as one ``pyarrow.RecordBatch``, built in C (no per-record objects).
+
+    Same visibility rules and arguments as :func:`decode_records`; ``columns`` picks a subset of
+    ``offset, timestamp, timestamp_type, key, value, headers, producer_id, producer_epoch, sequence,
+    is_transactional`` (work for the others is skipped).  The schema metadata holds ``next_offset``,
+    ``valid_bytes`` and ``trailing_bytes`` (as strings).
+    """
+    f = ReadCommittedFilter(aborted_transactions, isolation=isolation, last_stable_offset=last_stable_offset,
+                            fetch_offset=fetch_offset, verify_crc=verify_crc,
+                            max_decompressed_size=max_decompressed_size)
+    return f.feed_arrow(data, columns=columns, large_binary=large_binary)
+
+
+cdef int _legacy_to_columns(RecordBatch b, _Columns cols, int64_t fetch_offset, int64_t limit) except -1:
+    cdef Record r
+    cdef int8_t ts_type = -1 if b.h.magic == 0 else (1 if b.h.attributes & TIMESTAMP_TYPE_MASK else 0)
+    cdef const uint8_t *kp
+    cdef const uint8_t *vp
+    for r in b._legacy_records:
+        if not (fetch_offset <= r.offset < limit):
+            continue
+        kp = <const uint8_t *>PyBytes_AS_STRING(r.key) if r.key is not None else NULL
+        vp = <const uint8_t *>PyBytes_AS_STRING(r.value) if r.value is not None else NULL
+        cols.add(r.offset, r.timestamp, ts_type, kp, len(r.key) if r.key is not None else -1, vp,
+                 len(r.value) if r.value is not None else -1, -1, -1, -1, False)
+        if cols.want & COL_HEADERS:
+            cols.end_headers()
+    return 0
 
 
 # -------------------------------------------------------------------------------------------- encode

@@ -12,7 +12,16 @@ import struct
 import time
 
 from . import _control, _legacy
-from ._common import RecordList, as_bytes, as_headers, check_builder_args, isolation_flag, timestamp_type_bits
+from ._common import (
+    ARROW_COLUMNS,
+    RecordList,
+    arrow_schema,
+    as_bytes,
+    as_headers,
+    check_builder_args,
+    isolation_flag,
+    timestamp_type_bits,
+)
 from . import compression as _compression
 from ._consts import (
     COMPRESSION_NAMES,
@@ -52,6 +61,9 @@ __all__ = [
     "increment_sequence",
     "decrement_sequence",
     "scan_batches",
+    "decode_arrow",
+    "arrow_schema",
+    "ARROW_COLUMNS",
 ]
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header
@@ -606,25 +618,40 @@ class ReadCommittedFilter:
 
     def feed(self, data) -> RecordList:
         """Decode one chunk; returns the visible records (``next_offset`` tells where to go on)."""
+        return self._feed(data, None)
+
+    def feed_arrow(self, data, *, columns=None, large_binary: bool = False):
+        """Like :meth:`feed`, but the visible records come back as one ``pyarrow.RecordBatch``.
+
+        The schema metadata carries ``next_offset``, ``valid_bytes`` and ``trailing_bytes``.
+        """
+        schema = arrow_schema(columns, large_binary)
+        pairs = []
+        res = self._feed(data, pairs)
+        return _to_arrow(pairs, schema, large_binary, res)
+
+    def _feed(self, data, pairs):
         if self._pending:
             data = self._pending + bytes(data)
         out = RecordList()
         it = BatchIterator(data, self._verify, self._max)
         lso = self.last_stable_offset if self._committed else None
         limit = (1 << 63) if lso is None else lso
-        for batch in it:
-            if batch.base_offset >= limit:
-                it._pos -= batch.size_in_bytes
-                break
-            self._process(batch, out, limit)
-        consumed = it.valid_bytes
-        self._pending = bytes(memoryview(data)[consumed:]) if consumed < len(data) else b""
+        consumed = 0
+        try:
+            for batch in it:
+                if batch.base_offset >= limit:
+                    break  # beyond the last stable offset: kept pending until the LSO moves
+                self._process(batch, out, limit, pairs)
+                consumed = batch.position + batch.size_in_bytes
+        finally:
+            self._pending = bytes(it._view[consumed:])
         out.valid_bytes = consumed
-        out.trailing_bytes = len(data) - consumed
+        out.trailing_bytes = it._end - consumed
         out.next_offset = self.next_offset
         return out
 
-    def _process(self, batch, out, limit):
+    def _process(self, batch, out, limit, pairs):
         last = batch.last_offset
         if self._committed and batch.producer_id >= 0:
             heap = self._heap
@@ -637,7 +664,12 @@ class ReadCommittedFilter:
                 self._advance(min(last + 1, limit))
                 return
         if not batch.is_control:  # control records are never returned
-            batch._decode_into(out, self._fetch_offset, limit)
+            if pairs is None:
+                batch._decode_into(out, self._fetch_offset, limit)
+            else:
+                recs = []
+                batch._decode_into(recs, self._fetch_offset, limit)
+                pairs.extend((r, batch) for r in recs)
         self._advance(min(last + 1, limit))
 
     def _advance(self, offset):
@@ -671,6 +703,64 @@ def decode_records(
         max_decompressed_size=max_decompressed_size,
     )
     return f.feed(data)
+
+
+def decode_arrow(
+    data,
+    *,
+    isolation: str = "read_uncommitted",
+    aborted_transactions=None,
+    last_stable_offset=None,
+    fetch_offset=None,
+    verify_crc: bool = True,
+    columns=None,
+    large_binary: bool = False,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+):
+    """The visible records of ``data`` as one ``pyarrow.RecordBatch`` (see the compiled codec's docs)."""
+    f = ReadCommittedFilter(
+        aborted_transactions,
+        isolation=isolation,
+        last_stable_offset=last_stable_offset,
+        fetch_offset=fetch_offset,
+        verify_crc=verify_crc,
+        max_decompressed_size=max_decompressed_size,
+    )
+    return f.feed_arrow(data, columns=columns, large_binary=large_binary)
+
+
+def _to_arrow(pairs, schema, large_binary, res):
+    import pyarrow as pa
+
+    limit = None if large_binary else INT32_MAX
+    getters = {
+        "offset": lambda r, b: r.offset,
+        "timestamp": lambda r, b: r.timestamp if r.timestamp >= 0 else None,
+        "timestamp_type": lambda r, b: -1 if b.magic == 0 else (1 if b.attributes & TIMESTAMP_TYPE_MASK else 0),
+        "key": lambda r, b: r.key,
+        "value": lambda r, b: r.value,
+        "headers": lambda r, b: [
+            {"key": k.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), "value": v} for k, v in r.headers
+        ],
+        "producer_id": lambda r, b: b.producer_id,
+        "producer_epoch": lambda r, b: b.producer_epoch,
+        "sequence": lambda r, b: r.sequence,
+        "is_transactional": lambda r, b: b.is_transactional,
+    }
+    arrays = []
+    for field in schema:
+        get = getters[field.name]
+        values = [get(r, b) for r, b in pairs]
+        if limit is not None and field.name in ("key", "value"):
+            if sum(len(v) for v in values if v is not None) > limit:
+                raise DecompressedSizeError(
+                    "decoded keys or values pass 2 GiB, the limit of 32-bit Arrow offsets: "
+                    "decode smaller pieces or pass large_binary=True"
+                )
+        arrays.append(pa.array(values, type=field.type))
+    meta = {"next_offset": str(res.next_offset), "valid_bytes": str(res.valid_bytes),
+            "trailing_bytes": str(res.trailing_bytes)}  # fmt: skip
+    return pa.RecordBatch.from_arrays(arrays, schema=schema.with_metadata(meta))
 
 
 # -------------------------------------------------------------------------------------------- encode

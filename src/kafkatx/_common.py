@@ -107,3 +107,42 @@ def check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, 
         not isinstance(delete_horizon_ms, int) or not 0 <= delete_horizon_ms < (1 << 63)
     ):
         raise InvalidAppendError(f"delete_horizon_ms must be a non-negative integer, got {delete_horizon_ms!r}")
+
+
+ARROW_COLUMNS = ("offset", "timestamp", "timestamp_type", "key", "value", "headers", "producer_id",
+                 "producer_epoch", "sequence", "is_transactional")  # fmt: skip
+
+
+def arrow_schema(columns=None, large_binary: bool = False):
+    """The Arrow schema of decoded records: all columns, or those named, in the canonical order.
+
+    ``timestamp`` is null where Kafka has no timestamp (-1); ``timestamp_type`` is 0 CreateTime,
+    1 LogAppendTime, -1 none (magic v0); ``key``/``value`` are null for null keys/values.
+    """
+    try:
+        import pyarrow as pa
+    except ImportError as exc:
+        raise ImportError("Arrow decoding needs pyarrow: pip install 'kafkatx[arrow]'") from exc
+    binary = pa.large_binary() if large_binary else pa.binary()
+    header = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
+    fields = {
+        "offset": pa.field("offset", pa.int64(), nullable=False),
+        "timestamp": pa.field("timestamp", pa.timestamp("ms", tz="UTC")),
+        "timestamp_type": pa.field("timestamp_type", pa.int8(), nullable=False),
+        "key": pa.field("key", binary),
+        "value": pa.field("value", binary),
+        "headers": pa.field("headers", pa.list_(pa.field("item", header, nullable=False)), nullable=False),
+        "producer_id": pa.field("producer_id", pa.int64(), nullable=False),
+        "producer_epoch": pa.field("producer_epoch", pa.int16(), nullable=False),
+        "sequence": pa.field("sequence", pa.int32(), nullable=False),
+        "is_transactional": pa.field("is_transactional", pa.bool_(), nullable=False),
+    }
+    if columns is None:
+        names = ARROW_COLUMNS
+    else:
+        wanted = set(columns)
+        unknown = wanted - set(ARROW_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown column(s) {sorted(unknown)}; columns are {', '.join(ARROW_COLUMNS)}")
+        names = [c for c in ARROW_COLUMNS if c in wanted]
+    return pa.schema([fields[c] for c in names])

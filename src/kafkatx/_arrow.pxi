@@ -1,0 +1,338 @@
+# Columnar decode: Kafka records straight into Arrow buffers (included by _codec.pyx).
+#
+# The decode loop is the one of ReadCommittedFilter (same visibility rules); instead of Record objects it
+# appends to growable C buffers, which are handed to pyarrow without a copy (pyarrow.foreign_buffer with
+# an owner object that frees them).  Nothing per record touches a Python object.
+
+from libc.string cimport memset
+
+cdef enum:
+    COL_OFFSET = 1
+    COL_TIMESTAMP = 2
+    COL_TIMESTAMP_TYPE = 4
+    COL_KEY = 8
+    COL_VALUE = 16
+    COL_HEADERS = 32
+    COL_PRODUCER_ID = 64
+    COL_PRODUCER_EPOCH = 128
+    COL_SEQUENCE = 256
+    COL_IS_TRANSACTIONAL = 512
+    COL_ALL = 1023
+
+_COLUMN_BITS = {name: 1 << i for i, name in enumerate(ARROW_COLUMNS)}
+
+
+@cython.final
+cdef class _Memory:
+    """Owns one malloc'd buffer handed to pyarrow; freed when the last Arrow buffer using it goes."""
+    cdef uint8_t *ptr
+    cdef Py_ssize_t size
+
+    def __dealloc__(self):
+        free(self.ptr)
+        self.ptr = NULL
+
+
+cdef struct Grow:
+    uint8_t *data
+    Py_ssize_t len
+    Py_ssize_t cap
+
+
+cdef int g_reserve(Grow *g, Py_ssize_t extra) except -1:
+    cdef Py_ssize_t cap = g.cap if g.cap else 256
+    cdef uint8_t *nd
+    if g.len + extra <= g.cap:
+        return 0
+    while cap < g.len + extra:
+        cap *= 2
+    nd = <uint8_t *>realloc(g.data, cap)
+    if nd == NULL:
+        raise MemoryError()
+    g.data = nd
+    g.cap = cap
+    return 0
+
+
+cdef inline int g_put(Grow *g, const void *src, Py_ssize_t n) except -1:
+    if g.len + n > g.cap:
+        g_reserve(g, n)
+    memcpy(g.data + g.len, src, n)
+    g.len += n
+    return 0
+
+
+cdef inline int g_i64(Grow *g, int64_t v) except -1:
+    return g_put(g, &v, 8)
+
+
+cdef inline int g_i32(Grow *g, int32_t v) except -1:
+    return g_put(g, &v, 4)
+
+
+cdef inline int g_i16(Grow *g, int16_t v) except -1:
+    return g_put(g, &v, 2)
+
+
+cdef inline int g_i8(Grow *g, int8_t v) except -1:
+    return g_put(g, &v, 1)
+
+
+cdef inline int bit_set(Grow *g, Py_ssize_t i, bint v) except -1:
+    """Set bit ``i`` of a validity bitmap, growing it with zeroed bytes."""
+    cdef Py_ssize_t byte = i >> 3
+    cdef Py_ssize_t old
+    if byte >= g.len:
+        old = g.len
+        g_reserve(g, byte + 1 - g.len)
+        memset(g.data + old, 0, byte + 1 - old)
+        g.len = byte + 1
+    if v:
+        g.data[byte] |= <uint8_t>(1 << (i & 7))
+    return 0
+
+
+cdef struct BinCol:
+    Grow offsets   # int32 (or int64 when large) offsets, n + 1 of them
+    Grow data
+    Grow valid
+    Py_ssize_t nulls
+
+
+@cython.final
+cdef class _Columns:
+    """Growable Arrow columns for decoded records."""
+    cdef int want
+    cdef bint large
+    cdef Py_ssize_t n
+    cdef Grow offset
+    cdef Grow timestamp
+    cdef Grow ts_valid
+    cdef Py_ssize_t ts_nulls
+    cdef Grow ts_type
+    cdef BinCol key
+    cdef BinCol value
+    cdef Grow h_list_offsets   # int32, one per row + 1
+    cdef BinCol h_key          # string child
+    cdef BinCol h_value        # binary child
+    cdef Py_ssize_t h_n
+    cdef Grow producer_id
+    cdef Grow producer_epoch
+    cdef Grow sequence
+    cdef Grow is_txn
+
+    def __cinit__(self, int want, bint large):
+        self.want = want
+        self.large = large
+        self.n = 0
+        self.h_n = 0
+        _bin_init(&self.key, large)
+        _bin_init(&self.value, large)
+        _bin_init(&self.h_key, False)
+        _bin_init(&self.h_value, False)
+        g_i32(&self.h_list_offsets, 0)
+
+    def __dealloc__(self):
+        free(self.offset.data)
+        free(self.timestamp.data)
+        free(self.ts_valid.data)
+        free(self.ts_type.data)
+        free(self.h_list_offsets.data)
+        free(self.producer_id.data)
+        free(self.producer_epoch.data)
+        free(self.sequence.data)
+        free(self.is_txn.data)
+        _bin_free(&self.key)
+        _bin_free(&self.value)
+        _bin_free(&self.h_key)
+        _bin_free(&self.h_value)
+
+    cdef int add(self, int64_t offset, int64_t ts, int8_t ts_type, const uint8_t *k, int32_t klen,
+                 const uint8_t *v, int32_t vlen, int64_t pid, int16_t epoch, int32_t seq, bint txn) except -1:
+        cdef int want = self.want
+        cdef Py_ssize_t i = self.n
+        if want & COL_OFFSET:
+            g_i64(&self.offset, offset)
+        if want & COL_TIMESTAMP:
+            g_i64(&self.timestamp, ts)
+            bit_set(&self.ts_valid, i, ts >= 0)
+            if ts < 0:
+                self.ts_nulls += 1
+        if want & COL_TIMESTAMP_TYPE:
+            g_i8(&self.ts_type, ts_type)
+        if want & COL_KEY:
+            _bin_add(&self.key, i, k, klen, self.large)
+        if want & COL_VALUE:
+            _bin_add(&self.value, i, v, vlen, self.large)
+        if want & COL_PRODUCER_ID:
+            g_i64(&self.producer_id, pid)
+        if want & COL_PRODUCER_EPOCH:
+            g_i16(&self.producer_epoch, epoch)
+        if want & COL_SEQUENCE:
+            g_i32(&self.sequence, seq)
+        if want & COL_IS_TRANSACTIONAL:
+            bit_set(&self.is_txn, i, txn)
+        self.n = i + 1
+        return 0
+
+    cdef int end_headers(self) except -1:
+        """Close the current row's header list (call once per row when headers are wanted)."""
+        if self.h_n > INT32_MAX_:
+            raise InvalidRecordError("more than 2^31-1 headers in one decode: decode in smaller pieces", None)
+        return g_i32(&self.h_list_offsets, <int32_t>self.h_n)
+
+    cdef int add_header(self, const uint8_t *k, int32_t klen, const uint8_t *v, int32_t vlen) except -1:
+        cdef int32_t i
+        cdef bytes fixed
+        for i in range(klen):
+            if k[i] >= 0x80:
+                # Arrow strings must be valid UTF-8; Kafka does not check header keys, so repair
+                # invalid sequences with U+FFFD here (the record decoders keep them via surrogateescape)
+                fixed = PyUnicode_DecodeUTF8(<const char *>k, klen, "replace").encode("utf-8")
+                _bin_add(&self.h_key, self.h_n, <const uint8_t *>PyBytes_AS_STRING(fixed),
+                         <int32_t>PyBytes_GET_SIZE(fixed), False)
+                break
+        else:
+            _bin_add(&self.h_key, self.h_n, k, klen, False)
+        _bin_add(&self.h_value, self.h_n, v, vlen, False)
+        self.h_n += 1
+        return 0
+
+    cdef Py_ssize_t payload_bytes(self):
+        return max(self.key.data.len, self.value.data.len, self.h_key.data.len, self.h_value.data.len)
+
+
+cdef void _bin_free(BinCol *c) noexcept:
+    free(c.offsets.data)
+    free(c.data.data)
+    free(c.valid.data)
+
+
+cdef void _bin_init(BinCol *c, bint large) noexcept:
+    c.nulls = 0
+    c.offsets.data = NULL
+    c.offsets.len = 0
+    c.offsets.cap = 0
+    if large:
+        g_put(&c.offsets, "\0\0\0\0\0\0\0\0", 8)
+    else:
+        g_put(&c.offsets, "\0\0\0\0", 4)
+
+
+cdef int _bin_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, bint large) except -1:
+    if n >= 0:
+        g_put(&c.data, p, n)
+        bit_set(&c.valid, i, True)
+    else:
+        bit_set(&c.valid, i, False)
+        c.nulls += 1
+    if large:
+        return g_i64(&c.offsets, c.data.len)
+    if c.data.len > INT32_MAX_:
+        raise _BinaryOverflow()
+    return g_i32(&c.offsets, <int32_t>c.data.len)
+
+
+class _BinaryOverflow(Exception):
+    """More than 2^31-1 bytes in one binary column: the caller splits or switches to large_binary."""
+
+
+cdef object _take(Grow *g):
+    """Hand a growable buffer to pyarrow without copying (ownership moves to a _Memory)."""
+    cdef _Memory m
+    if g.data == NULL:
+        return _pa.py_buffer(b"")
+    m = _Memory.__new__(_Memory)
+    m.ptr = g.data
+    m.size = g.len
+    g.data = NULL
+    g.len = 0
+    g.cap = 0
+    return _pa.foreign_buffer(<Py_ssize_t>m.ptr, m.size, base=m)
+
+
+cdef object _bitmap(Grow *g, Py_ssize_t n, Py_ssize_t nulls):
+    if nulls == 0:
+        return None
+    bit_set(g, n, False)  # make sure the bitmap covers every row
+    return _take(g)
+
+
+cdef object _bin_array(BinCol *c, Py_ssize_t n, object typ):
+    valid = _bitmap(&c.valid, n, c.nulls)
+    return _pa.Array.from_buffers(typ, n, [valid, _take(&c.offsets), _take(&c.data)], null_count=c.nulls)
+
+
+_pa = None
+
+
+cdef object _arrow():
+    global _pa
+    if _pa is None:
+        try:
+            import pyarrow
+        except ImportError as exc:
+            raise ImportError("decode_arrow needs pyarrow: pip install 'kafkatx[arrow]'") from exc
+        _pa = pyarrow
+    return _pa
+
+
+cdef object _finish(_Columns cols, dict meta):
+    pa = _arrow()
+    cdef Py_ssize_t n = cols.n
+    cdef int want = cols.want
+    binary = pa.large_binary() if cols.large else pa.binary()
+    arrays = []
+    names = []
+    if want & COL_OFFSET:
+        names.append("offset")
+        arrays.append(pa.Array.from_buffers(pa.int64(), n, [None, _take(&cols.offset)]))
+    if want & COL_TIMESTAMP:
+        names.append("timestamp")
+        valid = _bitmap(&cols.ts_valid, n, cols.ts_nulls)
+        arrays.append(pa.Array.from_buffers(pa.timestamp("ms", tz="UTC"), n, [valid, _take(&cols.timestamp)],
+                                            null_count=cols.ts_nulls))
+    if want & COL_TIMESTAMP_TYPE:
+        names.append("timestamp_type")
+        arrays.append(pa.Array.from_buffers(pa.int8(), n, [None, _take(&cols.ts_type)]))
+    if want & COL_KEY:
+        names.append("key")
+        arrays.append(_bin_array(&cols.key, n, binary))
+    if want & COL_VALUE:
+        names.append("value")
+        arrays.append(_bin_array(&cols.value, n, binary))
+    if want & COL_HEADERS:
+        names.append("headers")
+        hkeys = _bin_array(&cols.h_key, cols.h_n, pa.string())
+        hvals = _bin_array(&cols.h_value, cols.h_n, pa.binary())
+        struct_type = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
+        items = pa.StructArray.from_arrays([hkeys, hvals], fields=list(struct_type))
+        arrays.append(pa.Array.from_buffers(pa.list_(pa.field("item", struct_type, nullable=False)), n,
+                                            [None, _take(&cols.h_list_offsets)], children=[items]))
+    if want & COL_PRODUCER_ID:
+        names.append("producer_id")
+        arrays.append(pa.Array.from_buffers(pa.int64(), n, [None, _take(&cols.producer_id)]))
+    if want & COL_PRODUCER_EPOCH:
+        names.append("producer_epoch")
+        arrays.append(pa.Array.from_buffers(pa.int16(), n, [None, _take(&cols.producer_epoch)]))
+    if want & COL_SEQUENCE:
+        names.append("sequence")
+        arrays.append(pa.Array.from_buffers(pa.int32(), n, [None, _take(&cols.sequence)]))
+    if want & COL_IS_TRANSACTIONAL:
+        names.append("is_transactional")
+        bit_set(&cols.is_txn, n, False)
+        arrays.append(pa.Array.from_buffers(pa.bool_(), n, [None, _take(&cols.is_txn)]))
+    schema = arrow_schema(names, cols.large).with_metadata({k: str(v) for k, v in meta.items()})
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+cdef int _want_bits(object columns) except -1:
+    cdef int bits = 0
+    if columns is None:
+        return COL_ALL
+    for c in columns:
+        try:
+            bits |= _COLUMN_BITS[c]
+        except KeyError:
+            raise ValueError(f"unknown column {c!r}; columns are {', '.join(ARROW_COLUMNS)}") from None
+    return bits

@@ -1,9 +1,11 @@
 # Columnar decode: Kafka records straight into Arrow buffers (included by _codec.pyx).
 #
 # The decode loop is the one of ReadCommittedFilter (same visibility rules); instead of Record objects it
-# appends to growable C buffers, which are handed to pyarrow without a copy (pyarrow.foreign_buffer with
-# an owner object that frees them).  Nothing per record touches a Python object.
+# appends to growable buffers allocated from pyarrow's memory pool (so memory is recycled between calls and
+# the result needs no copy).  Space is reserved once per batch, so the per-record path only copies bytes;
+# nothing per record touches a Python object.
 
+from cpython.ref cimport PyObject, Py_XDECREF
 from libc.string cimport memset
 
 cdef enum:
@@ -22,36 +24,38 @@ cdef enum:
 _COLUMN_BITS = {name: 1 << i for i, name in enumerate(ARROW_COLUMNS)}
 
 
-@cython.final
-cdef class _Memory:
-    """Owns one malloc'd buffer handed to pyarrow; freed when the last Arrow buffer using it goes."""
-    cdef uint8_t *ptr
-    cdef Py_ssize_t size
-
-    def __dealloc__(self):
-        free(self.ptr)
-        self.ptr = NULL
-
-
 cdef struct Grow:
     uint8_t *data
     Py_ssize_t len
     Py_ssize_t cap
+    PyObject *buf  # an owned reference to a pyarrow.ResizableBuffer (NULL until first use)
 
 
 cdef int g_reserve(Grow *g, Py_ssize_t extra) except -1:
-    cdef Py_ssize_t cap = g.cap if g.cap else 256
-    cdef uint8_t *nd
-    if g.len + extra <= g.cap:
+    cdef Py_ssize_t need = g.len + extra
+    cdef Py_ssize_t cap
+    cdef object b
+    if need <= g.cap:
         return 0
-    while cap < g.len + extra:
-        cap *= 2
-    nd = <uint8_t *>realloc(g.data, cap)
-    if nd == NULL:
-        raise MemoryError()
-    g.data = nd
+    cap = max(need, 2 * g.cap, 4096)
+    if g.buf == NULL:
+        b = _pa.allocate_buffer(cap, resizable=True)
+        Py_INCREF(b)
+        g.buf = <PyObject *>b
+    else:
+        b = <object>g.buf
+        b.resize(cap)
+    g.data = <uint8_t *><Py_ssize_t>b.address
     g.cap = cap
     return 0
+
+
+cdef void g_release(Grow *g) noexcept:
+    Py_XDECREF(g.buf)
+    g.buf = NULL
+    g.data = NULL
+    g.len = 0
+    g.cap = 0
 
 
 cdef inline int g_put(Grow *g, const void *src, Py_ssize_t n) except -1:
@@ -133,19 +137,46 @@ cdef class _Columns:
         g_i32(&self.h_list_offsets, 0)
 
     def __dealloc__(self):
-        free(self.offset.data)
-        free(self.timestamp.data)
-        free(self.ts_valid.data)
-        free(self.ts_type.data)
-        free(self.h_list_offsets.data)
-        free(self.producer_id.data)
-        free(self.producer_epoch.data)
-        free(self.sequence.data)
-        free(self.is_txn.data)
+        g_release(&self.offset)
+        g_release(&self.timestamp)
+        g_release(&self.ts_valid)
+        g_release(&self.ts_type)
+        g_release(&self.h_list_offsets)
+        g_release(&self.producer_id)
+        g_release(&self.producer_epoch)
+        g_release(&self.sequence)
+        g_release(&self.is_txn)
         _bin_free(&self.key)
         _bin_free(&self.value)
         _bin_free(&self.h_key)
         _bin_free(&self.h_value)
+
+    cdef int reserve(self, Py_ssize_t rows, Py_ssize_t payload) except -1:
+        """Room for ``rows`` more records whose keys and values come from ``payload`` bytes."""
+        cdef int want = self.want
+        cdef Py_ssize_t bits = (self.n + rows) // 8 + 2 - self.ts_valid.len
+        if want & COL_OFFSET:
+            g_reserve(&self.offset, rows * 8)
+        if want & COL_TIMESTAMP:
+            g_reserve(&self.timestamp, rows * 8)
+            g_reserve(&self.ts_valid, bits)
+        if want & COL_TIMESTAMP_TYPE:
+            g_reserve(&self.ts_type, rows)
+        if want & COL_KEY:
+            _bin_reserve(&self.key, rows, payload, self.large)
+        if want & COL_VALUE:
+            _bin_reserve(&self.value, rows, payload, self.large)
+        if want & COL_HEADERS:
+            g_reserve(&self.h_list_offsets, rows * 4)
+        if want & COL_PRODUCER_ID:
+            g_reserve(&self.producer_id, rows * 8)
+        if want & COL_PRODUCER_EPOCH:
+            g_reserve(&self.producer_epoch, rows * 2)
+        if want & COL_SEQUENCE:
+            g_reserve(&self.sequence, rows * 4)
+        if want & COL_IS_TRANSACTIONAL:
+            g_reserve(&self.is_txn, (self.n + rows) // 8 + 2 - self.is_txn.len)
+        return 0
 
     cdef int add(self, int64_t offset, int64_t ts, int8_t ts_type, const uint8_t *k, int32_t klen,
                  const uint8_t *v, int32_t vlen, int64_t pid, int16_t epoch, int32_t seq, bint txn) except -1:
@@ -203,16 +234,19 @@ cdef class _Columns:
 
 
 cdef void _bin_free(BinCol *c) noexcept:
-    free(c.offsets.data)
-    free(c.data.data)
-    free(c.valid.data)
+    g_release(&c.offsets)
+    g_release(&c.data)
+    g_release(&c.valid)
 
 
-cdef void _bin_init(BinCol *c, bint large) noexcept:
+cdef int _bin_reserve(BinCol *c, Py_ssize_t rows, Py_ssize_t payload, bint large) except -1:
+    g_reserve(&c.offsets, rows * (8 if large else 4))
+    g_reserve(&c.valid, rows // 8 + 2)
+    return g_reserve(&c.data, payload)
+
+
+cdef int _bin_init(BinCol *c, bint large) except -1:
     c.nulls = 0
-    c.offsets.data = NULL
-    c.offsets.len = 0
-    c.offsets.cap = 0
     if large:
         g_put(&c.offsets, "\0\0\0\0\0\0\0\0", 8)
     else:
@@ -238,17 +272,14 @@ class _BinaryOverflow(Exception):
 
 
 cdef object _take(Grow *g):
-    """Hand a growable buffer to pyarrow without copying (ownership moves to a _Memory)."""
-    cdef _Memory m
-    if g.data == NULL:
+    """The filled part of a growable buffer, as a pyarrow buffer (no copy)."""
+    cdef object b
+    cdef Py_ssize_t n = g.len
+    if g.buf == NULL:
         return _pa.py_buffer(b"")
-    m = _Memory.__new__(_Memory)
-    m.ptr = g.data
-    m.size = g.len
-    g.data = NULL
-    g.len = 0
-    g.cap = 0
-    return _pa.foreign_buffer(<Py_ssize_t>m.ptr, m.size, base=m)
+    b = <object>g.buf
+    g_release(g)
+    return b.slice(0, n)
 
 
 cdef object _bitmap(Grow *g, Py_ssize_t n, Py_ssize_t nulls):

@@ -497,6 +497,8 @@ cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
     cdef RecView rv
     cdef Record r
     cdef list hs
+    if cols is not None:
+        cols.reserve(h.records_count, end - pos)
     for i in range(h.records_count):
         parse_record(buf, &pos, end, base, boff, &rv)
         offset = boff + rv.off_delta

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import struct
@@ -149,6 +150,13 @@ def _legacy_checksums(data, batch):
     """
     if batch.compression == "none":
         return [(batch.crc, batch.is_valid)]
+    try:
+        return _inner_checksums(data, batch)
+    except (struct.error, IndexError, KafkaTxError):
+        return []  # the caller falls back to the wrapper's CRC
+
+
+def _inner_checksums(data, batch):
     pos = batch.position + 12
     end = batch.position + batch.size_in_bytes
     magic = data[pos + 4]
@@ -388,8 +396,10 @@ def _dump_txnindex(path: Path, display: str, args) -> int:
 def _dump_snapshot(path: Path, display: str, args) -> int:
     try:
         from . import producer_state as _producer_state
-    except ImportError:
-        _producer_state = None
+    except ImportError as exc:
+        if importlib.util.find_spec("kafkatx.producer_state") is None:
+            raise CliError(f"{display}: dumping .snapshot files is unsupported yet", EXIT_USAGE) from None
+        raise CliError(f"{display}: cannot read .snapshot files: {exc}", EXIT_USAGE) from None
     reader = getattr(_producer_state, "read_snapshot", None)
     if reader is None:
         raise CliError(f"{display}: dumping .snapshot files is unsupported yet", EXIT_USAGE)

@@ -38,7 +38,7 @@ transaction verification (KIP-890 part 1) needs the coordinator and is not model
 Bulk validation: :meth:`ProducerStateManager.validate_arrays` takes numpy columns of data batches and
 gives the same per-batch outcomes (and final state) as calling :meth:`check_and_update` row by row; runs
 of ordinary in-sequence batches are checked and applied with numpy, anything else falls back to the
-scalar path.
+scalar path.  numpy (an optional dependency) is imported only there.
 """
 
 from __future__ import annotations
@@ -48,8 +48,6 @@ import struct
 from collections import deque
 from types import MappingProxyType
 from typing import Iterable, NamedTuple
-
-import numpy as np
 
 from .batch import crc32c, decrement_sequence, iter_batches
 from .errors import (
@@ -446,10 +444,16 @@ class ProducerAppendInfo:
         upd = self._updated
         if self.origin != ORIGIN_REPLICATION:
             cur = upd.producer_epoch
-            if producer_epoch < cur or (
-                transaction_version >= 2 and producer_epoch == cur and upd.current_txn_first_offset >= 0
-            ):
+            if producer_epoch < cur:
                 raise _epoch_error(self.producer_id, producer_epoch, cur, offset)
+            if transaction_version >= 2 and producer_epoch == cur and upd.current_txn_first_offset >= 0:
+                raise InvalidProducerEpochError(
+                    f"Epoch of the transaction marker of producer {self.producer_id} at offset {offset} is "
+                    f"{producer_epoch}, which is not above the epoch {cur} of its open transaction "
+                    "(transaction.version 2 bumps the epoch at commit/abort)",
+                    self.producer_id,
+                    offset,
+                )
             if upd.coordinator_epoch > coordinator_epoch:
                 raise _fenced_error(self.producer_id, coordinator_epoch, upd.coordinator_epoch, offset)
         completed = None
@@ -710,6 +714,9 @@ class ProducerStateManager:
             )
         pid = info.producer_id
         upd = info._updated
+        if info._last_offset is None:  # nothing was staged
+            info._committed = True
+            return []
         entry = self._producers.get(pid)
         if entry is None:
             entry = ProducerStateEntry(pid)
@@ -831,6 +838,7 @@ class ProducerStateManager:
 
 # --------------------------------------------------------------------------------------- bulk checks
 def _validate_arrays(m, pids, epochs, bseqs, lseqs, firsts, lasts, tss, txns):
+    import numpy as np  # optional dependency (the ``arrow`` extra), needed only here
     pids = np.asarray(pids, dtype=np.int64)
     n = len(pids)
     cols = [np.asarray(a, dtype=np.int64) for a in (epochs, bseqs, lseqs, firsts, lasts, tss)]
@@ -904,6 +912,7 @@ def _validate_arrays(m, pids, epochs, bseqs, lseqs, firsts, lasts, tss, txns):
 
 def _apply_run(m, entry, pid, tail_rows, run_rows, bseqs, lseqs, firsts, lasts, tss, txns):
     """Apply a run of rows known to be appended: the last five become the retained batches."""
+    import numpy as np
     entry._batches.extend(
         (int(bseqs[i]), int(lseqs[i]), int(firsts[i]), int(lasts[i]), int(tss[i])) for i in tail_rows
     )

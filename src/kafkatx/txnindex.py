@@ -21,6 +21,9 @@ Besides reading and writing, the module answers the broker's question "which abo
 overlap this fetch" (:func:`collect_aborted`, :func:`collect_aborted_across_segments`, section 7.3) and
 the Spark-side question "which batches of a whole segment does a read_committed reader keep"
 (:func:`aborted_keep_mask`, vectorised with numpy).
+
+numpy is needed only by the array functions (:func:`read_txnindex_arrays`, :func:`collect_aborted_arrays`,
+:func:`aborted_keep_mask`, :func:`batch_header_arrays`, ``TXNINDEX_DTYPE``); it is imported on first use.
 """
 
 from __future__ import annotations
@@ -29,15 +32,12 @@ import os
 import struct
 from typing import Iterable, NamedTuple, Sequence
 
-import numpy as np
-
 from .errors import CorruptIndexError, InvalidTxnIndexVersionError, TxnIndexAppendError
 
 __all__ = [
     "AbortedTxn",
     "ENTRY_SIZE",
     "CURRENT_VERSION",
-    "TXNINDEX_DTYPE",
     "read_txnindex",
     "read_txnindex_arrays",
     "encode_txnindex",
@@ -63,16 +63,39 @@ CURRENT_VERSION = 0
 _ENTRY = struct.Struct(">bxqqqq")  # version high byte (signed, as Java reads it), low byte skipped
 _ENTRY_OUT = struct.Struct(">hqqqq")
 
-#: Zero-copy view of a ``.txnindex`` buffer (big-endian fields, 34-byte records, no padding).
-TXNINDEX_DTYPE = np.dtype(
-    {
-        "names": ["version", "producer_id", "first_offset", "last_offset", "last_stable_offset"],
-        "formats": ["i1", ">i8", ">i8", ">i8", ">i8"],
-        "offsets": [VERSION_OFFSET, PRODUCER_ID_OFFSET, FIRST_OFFSET_OFFSET, LAST_OFFSET_OFFSET,
-                    LAST_STABLE_OFFSET_OFFSET],
-        "itemsize": ENTRY_SIZE,
-    }
-)  # fmt: skip
+_DTYPE = None
+
+
+def _np():
+    """numpy, imported on first use (it is an optional dependency: the ``arrow`` extra)."""
+    try:
+        import numpy
+    except ImportError as exc:  # pragma: no cover - numpy is installed wherever the tests run
+        raise ImportError("this kafkatx.txnindex function needs numpy (pip install 'kafkatx[arrow]')") from exc
+    return numpy
+
+
+def _txnindex_dtype():
+    global _DTYPE
+    if _DTYPE is None:
+        _DTYPE = _np().dtype(
+            {
+                "names": ["version", "producer_id", "first_offset", "last_offset", "last_stable_offset"],
+                "formats": ["i1", ">i8", ">i8", ">i8", ">i8"],
+                "offsets": [VERSION_OFFSET, PRODUCER_ID_OFFSET, FIRST_OFFSET_OFFSET, LAST_OFFSET_OFFSET,
+                            LAST_STABLE_OFFSET_OFFSET],
+                "itemsize": ENTRY_SIZE,
+            }
+        )  # fmt: skip
+    return _DTYPE
+
+
+def __getattr__(name):
+    # TXNINDEX_DTYPE: the numpy dtype viewing a .txnindex buffer without copying (big-endian fields,
+    # 34-byte records, the version as its signed high byte); built lazily so numpy stays optional
+    if name == "TXNINDEX_DTYPE":
+        return _txnindex_dtype()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class AbortedTxn(NamedTuple):
@@ -184,9 +207,10 @@ def read_txnindex_arrays(source, *, base_offset: int | None = None, native: bool
     the dict holds zero-copy big-endian views of the buffer.  Same checks and errors as
     :func:`read_txnindex`.
     """
+    np = _np()
     data, file, base_offset = _load(source, base_offset)
     n = len(data) // ENTRY_SIZE
-    table = np.frombuffer(data, dtype=TXNINDEX_DTYPE, count=n)
+    table = np.frombuffer(data, dtype=_txnindex_dtype(), count=n)
     version = table["version"]
     bad = version > CURRENT_VERSION
     if base_offset is not None:
@@ -421,6 +445,7 @@ def collect_aborted_arrays(arrays: dict, fetch_offset: int, upper_bound_offset: 
     Returns ``(indices, is_complete)`` where ``indices`` (int64) are the positions of the collected
     entries, in file order.
     """
+    np = _np()
     lso = arrays["last_stable_offset"]
     stop = lso >= upper_bound_offset
     n = len(lso)
@@ -458,6 +483,7 @@ def collect_aborted_across_segments(segments: Sequence, fetch_offset: int, upper
 
 # ------------------------------------------------------------------------------ segment-wide filter
 def _as_i64(a):
+    np = _np()
     return np.asarray(a, dtype=np.int64)
 
 
@@ -482,6 +508,7 @@ def aborted_keep_mask(
     producer (never written by Kafka) are handled as their union.  ``batch_last_offsets`` is
     accepted for symmetry with the batch header but not needed by the rule.
     """
+    np = _np()
     base = _as_i64(batch_base_offsets)
     pid = _as_i64(batch_producer_ids)
     txn = np.asarray(batch_is_transactional, dtype=bool)
@@ -516,6 +543,7 @@ def _dropped(base, pid, candidates, apid, afirst, alast, _path="auto"):
     satisfies; otherwise :func:`_dropped_general` runs one searchsorted per aborted producer.
     ``_path`` forces a strategy (tests).
     """
+    np = _np()
     out = np.zeros(len(base), dtype=bool)
     ok = afirst <= alast
     if not ok.all():
@@ -561,6 +589,7 @@ def _dropped(base, pid, candidates, apid, afirst, alast, _path="auto"):
 
 def _dropped_general(base, pid, candidates, upids, apid, afirst, alast):
     """Fallback for keys that do not fit one int64: one searchsorted per aborted producer."""
+    np = _np()
     out = np.zeros(len(base), dtype=bool)
     idx = np.flatnonzero(candidates)
     if len(idx) == 0:
@@ -590,29 +619,29 @@ def batch_header_arrays(data, *, verify_crc: bool = False) -> dict:
     """Scan a segment buffer and return its batch headers as numpy columns.
 
     Keys: ``position``, ``base_offset``, ``last_offset``, ``producer_id``, ``producer_epoch``,
-    ``base_sequence`` (int64) and ``is_transactional``, ``is_control`` (bool).  Iteration stops at a
-    truncated tail, as :func:`kafkatx.iter_batches` does.
+    ``base_sequence`` (int64) and ``is_transactional``, ``is_control`` (bool) -- the inputs of
+    :func:`aborted_keep_mask`.  Built on :func:`kafkatx.scan_batches` (no record is decoded); legacy
+    (magic 0/1) entries are neither transactional nor control.  Iteration stops at a truncated tail,
+    as :func:`kafkatx.iter_batches` does.
     """
-    from . import iter_batches
+    from .batch import scan_batches
 
-    pos, base, last, pid, epoch, seq, txn, ctrl = [], [], [], [], [], [], [], []
-    for b in iter_batches(data, verify_crc=verify_crc):
-        pos.append(b.position)
-        base.append(b.base_offset)
-        last.append(b.last_offset)
-        pid.append(b.producer_id)
-        epoch.append(b.producer_epoch)
-        seq.append(b.base_sequence)
-        txn.append(b.is_transactional)
-        ctrl.append(b.is_control)
+    np = _np()
+    cols = scan_batches(data, verify_crc=verify_crc)
     i64 = np.int64
+
+    def col(name, dtype=i64):
+        return np.frombuffer(cols[name], dtype=cols[name].typecode).astype(dtype)
+
+    attrs = col("attributes", np.int64)
+    v2 = col("magic", np.int64) >= 2
     return {
-        "position": np.array(pos, dtype=i64),
-        "base_offset": np.array(base, dtype=i64),
-        "last_offset": np.array(last, dtype=i64),
-        "producer_id": np.array(pid, dtype=i64),
-        "producer_epoch": np.array(epoch, dtype=i64),
-        "base_sequence": np.array(seq, dtype=i64),
-        "is_transactional": np.array(txn, dtype=bool),
-        "is_control": np.array(ctrl, dtype=bool),
+        "position": col("position"),
+        "base_offset": col("base_offset"),
+        "last_offset": col("last_offset"),
+        "producer_id": col("producer_id"),
+        "producer_epoch": col("producer_epoch"),
+        "base_sequence": col("base_sequence"),
+        "is_transactional": v2 & ((attrs & 0x10) != 0),
+        "is_control": v2 & ((attrs & 0x20) != 0),
     }

@@ -62,7 +62,7 @@ CRC32C_IMPL = kx_crc32c_impl_name().decode()
 __all__ = [
     "BACKEND", "crc32c", "Record", "RecordBatch", "BatchIterator", "RecordList", "ReadCommittedFilter",
     "BatchBuilder", "iter_batches", "decode_records", "increment_sequence", "decrement_sequence", "scan_batches",
-    "decode_arrow", "arrow_schema", "ARROW_COLUMNS",
+    "decode_arrow", "arrow_schema", "ARROW_COLUMNS", "encode_arrow",
 ]
 
 cdef enum:
@@ -1081,6 +1081,40 @@ cdef inline int _get_bytes(object obj, const char **ptr, Py_ssize_t *n, Py_buffe
     return 1
 
 
+cdef inline Py_ssize_t record_body_size(int64_t ts_delta, int64_t delta, Py_ssize_t kn, Py_ssize_t vn,
+                                        Py_ssize_t hn) noexcept nogil:
+    """Bytes of a record after its length varint (``kn``/``vn`` -1 for null; ``hn`` 0 for no headers)."""
+    return (1 + varlong_size(ts_delta) + varlong_size(delta) + varlong_size(kn) + (kn if kn > 0 else 0)
+            + varlong_size(vn) + (vn if vn > 0 else 0) + (hn if hn else 1))
+
+
+cdef inline Py_ssize_t write_record(uint8_t *p, Py_ssize_t body, int64_t ts_delta, int64_t delta,
+                                    const uint8_t *kp, Py_ssize_t kn, const uint8_t *vp, Py_ssize_t vn,
+                                    const uint8_t *hp, Py_ssize_t hn) noexcept nogil:
+    """Write one v2 record (DefaultRecord.writeTo); ``hp``/``hn`` is the encoded headers section or 0."""
+    cdef uint8_t *start = p
+    p += wr_varlong(p, body)
+    p[0] = 0  # attributes
+    p += 1
+    p += wr_varlong(p, ts_delta)
+    p += wr_varlong(p, delta)
+    p += wr_varlong(p, kn)
+    if kn > 0:
+        memcpy(p, kp, kn)
+        p += kn
+    p += wr_varlong(p, vn)
+    if vn > 0:
+        memcpy(p, vp, vn)
+        p += vn
+    if hn:
+        memcpy(p, hp, hn)
+        p += hn
+    else:
+        p[0] = 0
+        p += 1
+    return p - start
+
+
 @cython.final
 cdef class BatchBuilder:
     """Builds one v2 record batch, byte for byte as Kafka's ``MemoryRecordsBuilder`` does."""
@@ -1180,7 +1214,6 @@ cdef class BatchBuilder:
         cdef Py_buffer kview, vview
         cdef int kheld = 0, vheld = 0
         cdef bytes hbytes = None
-        cdef uint8_t *p
         if self._buf == NULL:
             raise InvalidAppendError("BatchBuilder was not initialised")
         if offset is None:
@@ -1212,34 +1245,13 @@ cdef class BatchBuilder:
             if value is not None:
                 vheld = _get_bytes(value, &vp, &vn, &vview, "value")
             ts_delta = ts - (self._first_ts if self._has_first_ts else ts)
-            body = (1 + varlong_size(ts_delta) + varlong_size(delta)
-                    + varlong_size(kn) + (kn if kn > 0 else 0)
-                    + varlong_size(vn) + (vn if vn > 0 else 0)
-                    + (hn if hn else 1))
+            body = record_body_size(ts_delta, delta, kn, vn, hn)
             if body > INT32_MAX_:
                 raise InvalidAppendError("record larger than 2^31-1 bytes")
             self._reserve(body + 5)
-            p = self._buf + self._len
-            p += wr_varlong(p, body)
-            p[0] = 0
-            p += 1
-            p += wr_varlong(p, ts_delta)
-            p += wr_varlong(p, delta)
-            p += wr_varlong(p, kn)
-            if kn > 0:
-                memcpy(p, kp, kn)
-                p += kn
-            p += wr_varlong(p, vn)
-            if vn > 0:
-                memcpy(p, vp, vn)
-                p += vn
-            if hn:
-                memcpy(p, PyBytes_AS_STRING(hbytes), hn)
-                p += hn
-            else:
-                p[0] = 0
-                p += 1
-            self._len = p - self._buf
+            self._len += write_record(self._buf + self._len, body, ts_delta, delta, <const uint8_t *>kp, kn,
+                                      <const uint8_t *>vp, vn,
+                                      <const uint8_t *>PyBytes_AS_STRING(hbytes) if hn else NULL, hn)
         finally:
             if kheld:
                 PyBuffer_Release(&kview)
@@ -1527,3 +1539,244 @@ cdef object _column(str typecode, char *data, Py_ssize_t nbytes):
     col = array.array(typecode)
     col.frombytes(PyBytes_FromStringAndSize(data, nbytes))
     return col
+
+
+# -------------------------------------------------------------------------------------- encode_arrow
+cdef struct BinView:
+    const uint8_t *valid   # NULL: no nulls
+    const int64_t *offsets
+    const uint8_t *data
+    Py_ssize_t shift        # the array's slice offset
+
+
+cdef inline bint _is_valid(const uint8_t *bitmap, Py_ssize_t i) noexcept nogil:
+    return bitmap == NULL or (bitmap[i >> 3] >> (i & 7)) & 1
+
+
+cdef object _large_binary_column(object pa, object table, str name, BinView *v, list keep):
+    """The column as one large_binary array (strings are taken as their UTF-8 bytes)."""
+    col = table.column(name)
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if not (pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type) or pa.types.is_string(col.type)
+            or pa.types.is_large_string(col.type) or pa.types.is_binary_view(col.type)
+            or pa.types.is_string_view(col.type) or pa.types.is_fixed_size_binary(col.type)):
+        raise InvalidAppendError(f"column {name!r} must be binary or string, got {col.type}")
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_string_view(col.type):
+        col = col.cast(pa.large_string()).view(pa.large_binary())
+    elif not pa.types.is_large_binary(col.type):
+        col = col.cast(pa.large_binary())
+    keep.append(col)
+    bufs = col.buffers()
+    v.valid = <const uint8_t *><Py_ssize_t>bufs[0].address if bufs[0] is not None and col.null_count else NULL
+    v.offsets = <const int64_t *><Py_ssize_t>bufs[1].address
+    v.data = <const uint8_t *><Py_ssize_t>bufs[2].address if bufs[2] is not None else NULL
+    v.shift = col.offset
+    return col
+
+
+def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, producer_id=-1, producer_epoch=-1,
+                 base_sequence=-1, transactional=False, compression="none", compression_level=None,
+                 timestamp_type="create_time", partition_leader_epoch=-1, timestamp=None):
+    """Encode the rows of a ``pyarrow.Table``/``RecordBatch`` as consecutive v2 record batches, in C.
+
+    Columns: ``value`` (required), ``key``, ``timestamp`` (timestamp or int64 milliseconds; null means
+    -1) and ``headers`` (``list<struct<key: string, value: binary>>``), as :func:`decode_arrow` produces
+    them; binary, large_binary and string columns are accepted.  Rows are cut into batches of
+    ``records_per_batch``; offsets run on from ``base_offset`` and, for an idempotent or transactional
+    producer, sequences from ``base_sequence``.  Rows without a timestamp column get ``timestamp`` (now by
+    default).  Returns the concatenated batches.
+    """
+    pa = _arrow()
+    cdef BinView kv, vv
+    cdef bint has_key, has_ts, has_headers
+    cdef const int64_t *ts_ptr = NULL
+    cdef const uint8_t *ts_valid = NULL
+    cdef Py_ssize_t ts_shift = 0
+    cdef Py_ssize_t n, start, stop, i, row, kn, vn, hn, body, total
+    cdef int64_t ts, first_ts = 0, delta, default_ts, boff
+    cdef int32_t seq
+    cdef Py_ssize_t hb_size
+    cdef uint8_t *p
+    cdef uint8_t *bstart
+    cdef int cid, attributes
+    cdef list keep = []
+    cdef list header_bytes = None
+    cdef bytes hb = None
+    cdef const uint8_t *kp
+    cdef const uint8_t *vp
+    if records_per_batch < 1:
+        raise InvalidAppendError(f"records_per_batch must be at least 1, got {records_per_batch}")
+    kv.valid = NULL
+    kv.offsets = NULL
+    kv.data = NULL
+    kv.shift = 0
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    names = set(table.column_names)
+    if "value" not in names:
+        raise InvalidAppendError("encode_arrow needs a 'value' column")
+    unknown = names - {"value", "key", "timestamp", "headers", "offset", "timestamp_type", "producer_id",
+                       "producer_epoch", "sequence", "is_transactional"}
+    if unknown:
+        raise InvalidAppendError(f"encode_arrow does not know the column(s) {sorted(unknown)}")
+    n = table.num_rows
+    _large_binary_column(pa, table, "value", &vv, keep)
+    has_key = "key" in names
+    if has_key:
+        _large_binary_column(pa, table, "key", &kv, keep)
+    has_ts = "timestamp" in names
+    if has_ts:
+        tcol = table.column("timestamp").combine_chunks()
+        if pa.types.is_timestamp(tcol.type):
+            tcol = tcol.cast(pa.timestamp("ms", tz=tcol.type.tz)).view(pa.int64())
+        elif not pa.types.is_integer(tcol.type):
+            raise InvalidAppendError(f"column 'timestamp' must be a timestamp or int64 milliseconds, got {tcol.type}")
+        else:
+            tcol = tcol.cast(pa.int64())
+        keep.append(tcol)
+        tb = tcol.buffers()
+        ts_valid = <const uint8_t *><Py_ssize_t>tb[0].address if tb[0] is not None and tcol.null_count else NULL
+        ts_ptr = <const int64_t *><Py_ssize_t>tb[1].address
+        ts_shift = tcol.offset
+    has_headers = "headers" in names
+    if has_headers:
+        header_bytes = [_encode_headers([(h["key"], h["value"]) for h in hs]) if hs else None
+                        for hs in table.column("headers").to_pylist()]
+    default_ts = int(time.time() * 1000) if timestamp is None else timestamp
+    check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
+                       partition_leader_epoch, None)
+    cid = _compression.codec_id(compression)
+    attributes = cid | timestamp_type_bits(timestamp_type) | (TRANSACTIONAL_FLAG_MASK if transactional else 0)
+    log_append_time = int(time.time() * 1000) if attributes & TIMESTAMP_TYPE_MASK else None
+    cdef _EncodeCols c
+    c.has_key = has_key
+    c.has_ts = has_ts
+    c.kv = kv
+    c.vv = vv
+    c.ts_ptr = ts_ptr
+    c.ts_valid = ts_valid
+    c.ts_shift = ts_shift
+    c.default_ts = default_ts
+    cdef Py_ssize_t nbatches = (n + records_per_batch - 1) // records_per_batch
+    cdef Py_ssize_t *sizes = <Py_ssize_t *>malloc((nbatches + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t b, pos, bad_row = -1, plen
+    cdef uint8_t *o
+    cdef bytes out
+    cdef int64_t max_ts
+    if sizes == NULL:
+        raise MemoryError()
+    try:
+        # pass 1: every record's size, so each batch (and the whole output) is allocated once
+        total = 0
+        for b in range(nbatches):
+            start = b * records_per_batch
+            stop = min(n, start + records_per_batch)
+            body = 0
+            for i in range(start, stop):
+                ts = _row_ts(&c, i)
+                if ts < 0 and ts != -1:
+                    raise InvalidAppendError(f"invalid negative timestamp {ts} in row {i}")
+                if i == start:
+                    first_ts = ts
+                hn = PyBytes_GET_SIZE(header_bytes[i]) if has_headers and header_bytes[i] is not None else 0
+                kn = _row_len(&c.kv, i) if has_key else -1
+                vn = _row_len(&c.vv, i)
+                hb_size = record_body_size(ts - first_ts, i - start, kn, vn, hn)
+                if hb_size > INT32_MAX_:
+                    raise InvalidAppendError(f"row {i} is larger than 2^31-1 bytes")
+                body += varlong_size(hb_size) + hb_size
+            if body + RECORD_BATCH_OVERHEAD - LOG_OVERHEAD > INT32_MAX_:
+                raise InvalidAppendError(f"batch {b} would be larger than 2^31-1 bytes: lower records_per_batch")
+            sizes[b] = body
+            total += RECORD_BATCH_OVERHEAD + body
+        # pass 2: write the records of each batch behind a space for its header
+        if cid == 0:
+            out = PyBytes_FromStringAndSize(NULL, total)
+            o = <uint8_t *>PyBytes_AS_STRING(out)
+        else:
+            o = <uint8_t *>malloc(RECORD_BATCH_OVERHEAD + max(sizes[b] for b in range(nbatches))) if nbatches else NULL
+            if nbatches and o == NULL:
+                raise MemoryError()
+            parts = []
+        try:
+            pos = 0
+            boff = base_offset
+            seq = base_sequence
+            for b in range(nbatches):
+                start = b * records_per_batch
+                stop = min(n, start + records_per_batch)
+                p = o + (pos if cid == 0 else 0) + RECORD_BATCH_OVERHEAD
+                max_ts = -1
+                first_ts = _row_ts(&c, start)
+                for i in range(start, stop):
+                    ts = _row_ts(&c, i)
+                    if ts > max_ts:
+                        max_ts = ts
+                    hn = 0
+                    if has_headers and header_bytes[i] is not None:
+                        hb = header_bytes[i]
+                        hn = PyBytes_GET_SIZE(hb)
+                    kn = _row_len(&c.kv, i) if has_key else -1
+                    vn = _row_len(&c.vv, i)
+                    kp = c.kv.data + c.kv.offsets[i + c.kv.shift] if kn >= 0 else NULL
+                    vp = c.vv.data + c.vv.offsets[i + c.vv.shift] if vn >= 0 else NULL
+                    body = record_body_size(ts - first_ts, i - start, kn, vn, hn)
+                    p += write_record(p, body, ts - first_ts, i - start, kp, kn, vp, vn,
+                                      <const uint8_t *>PyBytes_AS_STRING(hb) if hn else NULL, hn)
+                bstart = o + (pos if cid == 0 else 0)
+                plen = sizes[b]
+                if cid != 0:
+                    view = PyMemoryView_FromMemory(<char *>bstart + RECORD_BATCH_OVERHEAD, plen, PyBUF_READ)
+                    try:
+                        payload = _compression.compress(cid, view, compression_level)
+                    finally:
+                        view.release()
+                    plen = len(payload)
+                    batch = PyBytes_FromStringAndSize(NULL, RECORD_BATCH_OVERHEAD + plen)
+                    bstart = <uint8_t *>PyBytes_AS_STRING(batch)
+                    memcpy(bstart + RECORD_BATCH_OVERHEAD, PyBytes_AS_STRING(payload), plen)
+                _write_header(bstart, boff, <int32_t>(plen + RECORD_BATCH_OVERHEAD - LOG_OVERHEAD),
+                              partition_leader_epoch, attributes, <int32_t>(stop - start - 1), first_ts,
+                              log_append_time if log_append_time is not None else max_ts, producer_id,
+                              producer_epoch, seq, <int32_t>(stop - start))
+                kx_store_be32(bstart + CRC_OFFSET,
+                              _crc(0, bstart + ATTRIBUTES_OFFSET, plen + RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET))
+                if cid != 0:
+                    parts.append(batch)
+                pos += RECORD_BATCH_OVERHEAD + sizes[b]
+                boff += stop - start
+                if seq >= 0:
+                    seq = increment_sequence(seq, <int32_t>(stop - start))
+        finally:
+            if cid != 0:
+                free(o)
+        return out if cid == 0 else b"".join(parts)
+    finally:
+        free(sizes)
+
+
+cdef struct _EncodeCols:
+    bint has_key
+    bint has_ts
+    BinView kv
+    BinView vv
+    const int64_t *ts_ptr
+    const uint8_t *ts_valid
+    Py_ssize_t ts_shift
+    int64_t default_ts
+
+
+cdef inline int64_t _row_ts(_EncodeCols *c, Py_ssize_t i) noexcept nogil:
+    if not c.has_ts:
+        return c.default_ts
+    if _is_valid(c.ts_valid, i + c.ts_shift):
+        return c.ts_ptr[i + c.ts_shift]
+    return -1
+
+
+cdef inline Py_ssize_t _row_len(BinView *v, Py_ssize_t i) noexcept nogil:
+    cdef Py_ssize_t row = i + v.shift
+    if not _is_valid(v.valid, row):
+        return -1
+    return v.offsets[row + 1] - v.offsets[row]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import json
 import os
 import struct
@@ -49,7 +48,6 @@ TIMESTAMP_LABELS = {
 }
 
 TXNINDEX_ENTRY_SIZE = 34
-_TXN_ENTRY = struct.Struct(">bxqqqq")  # AbortedTxn.version() reads one (signed) byte, Kafka's quirk
 
 # Above this size ``summary`` feeds a segment to the read_committed filter in chunks, so memory stays
 # bounded by one chunk of records instead of the whole segment's.
@@ -344,34 +342,14 @@ def _dump_log(path: Path, display: str, args) -> int:
 
 
 def _read_txnindex_entries(data, display: str):
-    """[(version, producer id, first offset, last offset, LSO)] of a ``.txnindex``, in file order.
+    """The entries of a ``.txnindex``, read like DumpLogSegments does (no base-offset sanity check)."""
+    from .txnindex import read_txnindex
 
-    Uses :mod:`kafkatx.txnindex` when it can be imported; the fallback below reads the same 34-byte
-    entries with the same quirks (one signed version byte; a partial trailing entry is ignored).
-    """
     try:
-        from . import txnindex as _txnindex
-    except ImportError:
-        _txnindex = None
-    if _txnindex is not None and hasattr(_txnindex, "read_txnindex"):
-        # A buffer (not the path) so that, like DumpLogSegments, no base-offset sanity check runs.
-        try:
-            entries = _txnindex.read_txnindex(data)
-        except KafkaTxError as exc:
-            reason = str(getattr(exc, "reason", exc)).replace("<buffer>", display)
-            raise type(exc)(reason, getattr(exc, "position", None)) from None
-        return [(e.version, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset) for e in entries]
-    out = []
-    n = len(data) // TXNINDEX_ENTRY_SIZE
-    for i in range(n):
-        entry = _TXN_ENTRY.unpack_from(data, i * TXNINDEX_ENTRY_SIZE)
-        if entry[0] > 0:
-            raise KafkaTxError(
-                f"Unexpected aborted transaction version {entry[0]} in transaction index {display}, "
-                f"current version is 0 (at byte {i * TXNINDEX_ENTRY_SIZE})"
-            )
-        out.append(entry)
-    return out
+        return read_txnindex(data)  # a buffer, not the path: the path would add the sanity check
+    except KafkaTxError as exc:
+        reason = str(getattr(exc, "reason", exc)).replace("<buffer>", display)
+        raise type(exc)(reason, getattr(exc, "position", None)) from None
 
 
 def _dump_txnindex(path: Path, display: str, args) -> int:
@@ -380,13 +358,14 @@ def _dump_txnindex(path: Path, display: str, args) -> int:
         _out(json.dumps({"type": "file", "path": display, "kind": "txnindex"}))
     else:
         _out(f"Dumping {display}")
-    for version, pid, first, last, lso in _read_txnindex_entries(data, display):
+    for e in _read_txnindex_entries(data, display):
         if args.json:
-            _out(json.dumps({"type": "aborted_txn", "version": version, "producer_id": pid, "first_offset": first,
-                             "last_offset": last, "last_stable_offset": lso}))  # fmt: skip
+            _out(json.dumps({"type": "aborted_txn", "version": e.version, "producer_id": e.producer_id,
+                             "first_offset": e.first_offset, "last_offset": e.last_offset,
+                             "last_stable_offset": e.last_stable_offset}))  # fmt: skip
         else:
-            _out(f"version: {version} producerId: {pid} firstOffset: {first} lastOffset: {last} "
-                 f"lastStableOffset: {lso}")  # fmt: skip
+            _out(f"version: {e.version} producerId: {e.producer_id} firstOffset: {e.first_offset} "
+                 f"lastOffset: {e.last_offset} lastStableOffset: {e.last_stable_offset}")  # fmt: skip
     rest = len(data) % TXNINDEX_ENTRY_SIZE
     if rest:
         _err(f"{display}: ignored {rest} trailing bytes (a partial entry), as Kafka does")
@@ -394,21 +373,14 @@ def _dump_txnindex(path: Path, display: str, args) -> int:
 
 
 def _dump_snapshot(path: Path, display: str, args) -> int:
-    try:
-        from . import producer_state as _producer_state
-    except ImportError as exc:
-        if importlib.util.find_spec("kafkatx.producer_state") is None:
-            raise CliError(f"{display}: dumping .snapshot files is unsupported yet", EXIT_USAGE) from None
-        raise CliError(f"{display}: cannot read .snapshot files: {exc}", EXIT_USAGE) from None
-    reader = getattr(_producer_state, "read_snapshot", None)
-    if reader is None:
-        raise CliError(f"{display}: dumping .snapshot files is unsupported yet", EXIT_USAGE)
+    from .producer_state import read_snapshot
+
     data = _read_file(path)
     if args.json:
         _out(json.dumps({"type": "file", "path": display, "kind": "snapshot"}))
     else:
         _out(f"Dumping {display}")
-    for entry in reader(data):
+    for entry in read_snapshot(data):
         if args.json:
             _out(json.dumps({"type": "producer", **entry._asdict()}))
         else:

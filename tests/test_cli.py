@@ -1,0 +1,515 @@
+"""The ``kafkatx`` command line, run in-process through ``cli.main(argv)`` (plus one subprocess smoke test).
+
+The expected ``dump`` output is built here from the golden sidecars that Kafka's own Java classes wrote
+(``tests/vectors/java-golden/*.json``), field by field, in the line format of kafka-dump-log.sh
+(kafka-format.md section 12) -- never from kafkatx's own output.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import itertools
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import GOLDEN, STORAGE
+
+import kafkatx
+from kafkatx import cli
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SAMPLE = pathlib.Path(kafkatx.__file__).resolve().parent / "data" / "sample" / "00000000000000000000.log"
+MAKE_SAMPLE = ROOT / "scripts" / "make_sample_log.py"
+
+TS_LABEL = {"CREATE_TIME": "CreateTime", "LOG_APPEND_TIME": "LogAppendTime", "NO_TIMESTAMP_TYPE": "NoTimestampType"}
+
+
+# ------------------------------------------------------------------------------- expected output
+def sidecar(name: str) -> dict:
+    return json.loads((GOLDEN / f"{name}.json").read_text())
+
+
+def jbool(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+def blob_text(blob) -> str:
+    """A sidecar key/value ({len, b64, ...}) as Kafka's StringDecoder prints it."""
+    raw = base64.b64decode(blob["b64"])
+    assert len(raw) == blob["len"], "sidecar holds a shortened value; pick another case"
+    return raw.decode("utf-8", "replace")
+
+
+def expected_batch_line(b: dict) -> str:
+    horizon = "OptionalLong.empty" if b["delete_horizon_ms"] is None else f"OptionalLong[{b['delete_horizon_ms']}]"
+    if b["magic"] >= 2:
+        head = (
+            f"baseOffset: {b['base_offset']} lastOffset: {b['last_offset']} count: {b['count']} "
+            f"baseSequence: {b['base_sequence']} lastSequence: {b['last_sequence']} producerId: {b['producer_id']} "
+            f"producerEpoch: {b['producer_epoch']} partitionLeaderEpoch: {b['partition_leader_epoch']} "
+            f"isTransactional: {jbool(b['is_transactional'])} isControl: {jbool(b['is_control'])} "
+            f"deleteHorizonMs: {horizon}"
+        )
+    else:
+        head = f"offset: {b['last_offset']}"
+    return (
+        f"{head} position: {b['position']} {TS_LABEL[b['timestamp_type']]}: {b['max_timestamp']} "
+        f"size: {b['size_in_bytes']} magic: {b['magic']} compresscodec: {b['compression']} crc: {b['crc']} "
+        f"isvalid: {jbool(b['crc_valid'])}"
+    )
+
+
+def expected_record_line(b: dict, r: dict, print_data: bool) -> str:
+    key, value = r["key"], r["value"]
+    line = (
+        f"| offset: {r['offset']} {TS_LABEL[b['timestamp_type']]}: {r['timestamp']} "
+        f"keySize: {key['len'] if key is not None else -1} valueSize: {value['len'] if value is not None else -1}"
+    )
+    line += f" sequence: {r['sequence']} headerKeys: [{','.join(h['key'] for h in r['headers'])}]"
+    if "control" in r:
+        line += f" endTxnMarker: {r['control']['type']} coordinatorEpoch: {r['control']['coordinator_epoch']}"
+    elif print_data:
+        if key is not None:
+            line += f" key: {blob_text(key)}"
+        if value is not None:
+            line += f" payload: {blob_text(value)}"
+    return line
+
+
+def expected_dump(display: str, side: dict, *, deep: bool, print_data: bool, start_offset=None) -> list[str]:
+    lines = [f"Dumping {display}"]
+    if start_offset is not None:
+        lines.append(f"Log starting offset: {start_offset}")
+    valid = 0
+    for b in side["batches"]:
+        lines.append(expected_batch_line(b))
+        if deep:
+            lines.extend(expected_record_line(b, r, print_data) for r in b["records"])
+        valid += b["size_in_bytes"]
+    trailing = side["size"] - valid
+    if trailing:
+        lines.append(f"Found {trailing} invalid bytes at the end of {side['file']}")
+    return lines
+
+
+def run(capfd, *argv):
+    code = cli.main(list(argv))
+    out, err = capfd.readouterr()
+    return code, out, err
+
+
+# ------------------------------------------------------------------------------------------- dump
+@pytest.mark.parametrize(
+    "flags, deep, print_data",
+    [
+        pytest.param([], False, False, id="batches"),
+        pytest.param(["--deep-iteration"], True, False, id="deep"),
+        pytest.param(["--print-data-log"], True, True, id="print-data-log"),
+    ],
+)
+def test_dump_segment_mixed_matches_kafka_sidecar(capfd, flags, deep, print_data):
+    path = str(GOLDEN / "segment_mixed.bin")
+    code, out, err = run(capfd, "dump", *flags, path)
+    assert code == 0, err
+    assert err == ""
+    assert out.splitlines() == expected_dump(path, sidecar("segment_mixed"), deep=deep, print_data=print_data)
+
+
+def test_dump_marker_lines(capfd):
+    # The two spellings of a marker line, spelled out once by hand from section 12 and the sidecar.
+    code, out, _ = run(capfd, "dump", "--deep-iteration", str(GOLDEN / "segment_mixed.bin"))
+    assert code == 0
+    assert (
+        "| offset: 12 CreateTime: 1700000000022 keySize: 4 valueSize: 6 sequence: -1 headerKeys: [] "
+        "endTxnMarker: COMMIT coordinatorEpoch: 5"
+    ) in out.splitlines()
+    assert (
+        "| offset: 15 CreateTime: 1700000000025 keySize: 4 valueSize: 6 sequence: -1 headerKeys: [] "
+        "endTxnMarker: ABORT coordinatorEpoch: 6"
+    ) in out.splitlines()
+
+
+def test_dump_log_starting_offset_from_file_name(capfd, tmp_path):
+    seg = tmp_path / "00000000000000000042.log"
+    shutil.copyfile(GOLDEN / "segment_mixed.bin", seg)
+    code, out, _ = run(capfd, "dump", str(seg))
+    assert code == 0
+    assert out.splitlines() == expected_dump(str(seg), sidecar("segment_mixed"), deep=False, print_data=False,
+                                             start_offset=42)  # fmt: skip
+
+
+def test_dump_trailing_bytes(capfd):
+    path = str(GOLDEN / "truncated_tail_segment.bin")
+    side = sidecar("truncated_tail_segment")
+    code, out, _ = run(capfd, "dump", path)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines == expected_dump(path, side, deep=False, print_data=False)
+    assert lines[-1] == f"Found {side['size'] - sum(b['size_in_bytes'] for b in side['batches'])} invalid bytes " \
+                        "at the end of truncated_tail_segment.bin"  # fmt: skip
+
+
+def test_dump_max_bytes_hides_the_trailing_bytes_line(capfd):
+    side = sidecar("segment_mixed")
+    cut = side["batches"][2]["position"] + 10  # inside the third batch
+    code, out, _ = run(capfd, "dump", "--max-bytes", str(cut), str(GOLDEN / "segment_mixed.bin"))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[1:] == [expected_batch_line(b) for b in side["batches"][:2]]
+    assert not any(line.startswith("Found ") for line in lines)
+
+
+@pytest.mark.parametrize("name", ["plain_none", "plain_zstd", "delete_horizon_gzip", "idempotent_seq_wrap_none",
+                                  "log_append_time_lz4", "compacted_gaps_zstd"])  # fmt: skip
+def test_dump_other_golden_cases(capfd, name):
+    side = sidecar(name)
+    path = str(GOLDEN / side["file"])
+    code, out, err = run(capfd, "dump", "--print-data-log", path)
+    assert code == 0
+    # payloads may hold line breaks of their own, printed raw as Kafka does: compare the whole text
+    assert out == "\n".join(expected_dump(path, side, deep=True, print_data=True)) + "\n"
+    if name.startswith("compacted_gaps"):
+        offsets = [r["offset"] for b in side["batches"] for r in b["records"]]
+        gaps = [f"  {a} is followed by {b}" for a, b in itertools.pairwise(offsets) if b != a + 1]
+        assert err.splitlines() == [f"Non-consecutive offsets in {path}", *gaps]
+
+
+def test_dump_legacy_batch_lines(capfd):
+    side = sidecar("legacy_v1_gzip")
+    path = str(GOLDEN / side["file"])
+    code, out, _ = run(capfd, "dump", path)
+    assert code == 0
+    assert out.splitlines() == expected_dump(path, side, deep=False, print_data=False)
+    assert out.splitlines()[1].startswith(f"offset: {side['batches'][0]['last_offset']} position: 0 CreateTime: ")
+
+
+def test_dump_json(capfd):
+    side = sidecar("segment_mixed")
+    code, out, _ = run(capfd, "dump", "--json", "--print-data-log", str(GOLDEN / "segment_mixed.bin"))
+    assert code == 0
+    objs = [json.loads(line) for line in out.splitlines()]
+    assert objs[0]["type"] == "file"
+    batches = [o for o in objs if o["type"] == "batch"]
+    records = [o for o in objs if o["type"] == "record"]
+    assert len(batches) == len(side["batches"])
+    for got, b in zip(batches, side["batches"], strict=True):
+        for field in ("position", "base_offset", "last_offset", "producer_id", "producer_epoch", "base_sequence",
+                      "last_sequence", "crc", "magic", "compression", "max_timestamp"):  # fmt: skip
+            assert got[field] == b[field], field
+        assert got["count"] == b["count"]
+        assert got["size"] == b["size_in_bytes"]
+        assert got["is_valid"] is b["crc_valid"]
+    want = [r for b in side["batches"] for r in b["records"]]
+    assert [r["offset"] for r in records] == [r["offset"] for r in want]
+    for got, r in zip(records, want, strict=True):
+        if "control" in r:
+            assert got["control_type"] == r["control"]["type"]
+            assert got["coordinator_epoch"] == r["control"]["coordinator_epoch"]
+            assert "payload" not in got
+        else:
+            assert got["payload"] == blob_text(r["value"])
+            assert got["key"] == (None if r["key"] is None else blob_text(r["key"]))
+
+
+def test_dump_corrupt_crc(capfd):
+    side = sidecar("corrupt_crc_none")
+    path = str(GOLDEN / "corrupt_crc_none.bin")
+    code, out, err = run(capfd, "dump", path)
+    assert code == 1
+    assert out.splitlines()[1] == expected_batch_line(side["batches"][0])
+    assert out.splitlines()[1].endswith("isvalid: false")
+    assert "CRC" in err and "at byte 0" in err
+    code, out, err = run(capfd, "dump", "--no-verify-crc", path)
+    assert code == 0
+    assert err == ""
+    assert out.splitlines()[1].endswith("isvalid: false")
+
+
+def test_dump_structural_corruption_names_the_position(capfd):
+    code, _, err = run(capfd, "dump", str(GOLDEN / "corrupt_magic_none.bin"))
+    assert code == 1
+    assert "invalid magic" in err and "at byte 16" in err
+
+
+def test_dump_txnindex(capfd):
+    path = STORAGE / "00000000000000000000.txn_basic.txnindex"
+    side = json.loads((STORAGE / "00000000000000000000.txn_basic.txnindex.json").read_text())
+    code, out, err = run(capfd, "dump", str(path))
+    assert code == 0, err
+    want = [f"Dumping {path}"] + [
+        f"version: {e['version']} producerId: {e['producer_id']} firstOffset: {e['first_offset']} "
+        f"lastOffset: {e['last_offset']} lastStableOffset: {e['last_stable_offset']}"
+        for e in side["entries"]
+    ]
+    assert out.splitlines() == want
+
+
+def test_dump_txnindex_bad_version(capfd):
+    path = STORAGE / "00000000000000000000.txn_bad_version.txnindex"
+    code, _, err = run(capfd, "dump", str(path))
+    assert code == 1
+    assert "Unexpected aborted transaction version 1" in err
+    assert "at byte 34" in err
+
+
+def test_dump_snapshot(capfd):
+    path = STORAGE / "00000000000000000018.snapshot_basic.snapshot"
+    code, out, err = run(capfd, "dump", str(path))
+    side = json.loads((STORAGE / "00000000000000000018.snapshot_basic.snapshot.json").read_text())
+    assert code == 0, err
+    want = [f"Dumping {path}"]
+    for e in side["entries"]:
+        first = e["current_txn_first_offset"]
+        line = (
+            f"producerId: {e['producer_id']} producerEpoch: {e['producer_epoch']} "
+            f"coordinatorEpoch: {e['coordinator_epoch']} "
+            f"currentTxnFirstOffset: {'OptionalLong.empty' if first < 0 else f'OptionalLong[{first}]'} "
+            f"lastTimestamp: {e['timestamp']}"
+        )
+        if e["last_offset"] >= 0:
+            line += (
+                f" firstSequence: {e['first_sequence']} lastSequence: {e['last_sequence']} "
+                f"lastOffset: {e['last_offset']} offsetDelta: {e['offset_delta']} timestamp: {e['timestamp']}"
+            )
+        want.append(line)
+    assert out.splitlines() == want
+
+
+def test_dump_corrupt_snapshot(capfd):
+    code, _, err = run(capfd, "dump", str(STORAGE / "00000000000000000018.snapshot_bad_crc.snapshot"))
+    assert code == 1
+    assert "CRC" in err and "at byte" in err
+
+
+def test_dump_index_files_are_unsupported(capfd, tmp_path):
+    index = tmp_path / "00000000000000000000.index"
+    index.write_bytes(b"")
+    code, _, err = run(capfd, "dump", str(index))
+    assert code == 2 and "unsupported" in err
+
+
+def test_dump_usage_errors(capfd, tmp_path):
+    assert run(capfd, "dump")[0] == 2
+    assert run(capfd, "dump", "--max-bytes", "-1", str(GOLDEN / "segment_mixed.bin"))[0] == 2
+    code, _, err = run(capfd, "dump", str(tmp_path / "missing.log"))
+    assert code == 1 and "missing.log" in err
+    code, _, err = run(capfd, "dump", str(tmp_path))
+    assert code == 1 and "directory" in err
+
+
+# ---------------------------------------------------------------------------------------- summary
+def summary_lines(out: str) -> dict:
+    """``label -> rest of line`` for the indented summary lines."""
+    got = {}
+    for line in out.splitlines():
+        if line.startswith("  ") and not line.startswith("    "):
+            label, _, rest = line.strip().partition("  ")
+            got[label] = rest.strip()
+    return got
+
+
+def visible_counts(side: dict):
+    """(read_uncommitted, read_committed) record counts, computed from the sidecar alone.
+
+    A transaction of a producer is aborted when the first marker that follows its data is ABORT.
+    """
+    batches = side["batches"]
+    data = [b for b in batches if not b["is_control"]]
+    uncommitted = sum(len(b["records"]) for b in data)
+    committed = 0
+    for i, b in enumerate(batches):
+        if b["is_control"]:
+            continue
+        if not b["is_transactional"]:
+            committed += len(b["records"])
+            continue
+        marker = next(m for m in batches[i + 1 :] if m["is_control"] and m["producer_id"] == b["producer_id"])
+        if marker["records"][0]["control"]["type"] == "COMMIT":
+            committed += len(b["records"])
+    return uncommitted, committed
+
+
+def test_summary_segment_mixed(capfd):
+    side = sidecar("segment_mixed")
+    code, out, err = run(capfd, "summary", str(GOLDEN / "segment_mixed.bin"))
+    assert code == 0, err
+    got = summary_lines(out)
+    uncommitted, committed = visible_counts(side)
+    n_control = sum(b["is_control"] for b in side["batches"])
+    assert got["batches"] == f"{len(side['batches'])} ({len(side['batches']) - n_control} data, {n_control} control)"
+    assert got["read_uncommitted"] == f"{uncommitted} records"
+    last = side["batches"][-1]["last_offset"]
+    hidden = uncommitted - committed
+    assert got["read_committed"] == f"{committed} records ({hidden} hidden), next fetch offset {last + 1}"
+    assert got["offsets"] == f"{side['batches'][0]['base_offset']} .. {last}"
+    assert got["bytes"].startswith(f"{side['size']} (valid {side['size']}, trailing 0)")
+    aborts = sum(1 for b in side["batches"] if b["is_control"] and b["records"][0]["control"]["type"] == "ABORT")
+    commits = n_control - aborts
+    assert got["control markers"] == f"{n_control} ({aborts} ABORT, {commits} COMMIT)"
+    assert got["transactions"] == f"{commits} committed, {aborts} aborted; none open"
+    codecs = {}
+    for b in side["batches"]:
+        codecs[b["compression"]] = codecs.get(b["compression"], 0) + 1
+    for name, n in codecs.items():
+        assert f"{name} {n}" in got["codecs"]
+    assert "(1 idempotent, 3 transactional)" in got["producers"]
+
+
+def test_summary_directory_equals_the_whole_segment(capfd, tmp_path):
+    side = sidecar("segment_mixed")
+    data = (GOLDEN / "segment_mixed.bin").read_bytes()
+    cut = side["batches"][5]  # the second segment starts with pid 1002's batch after pid 1001's ABORT
+    (tmp_path / "00000000000000000000.log").write_bytes(data[: cut["position"]])
+    (tmp_path / f"{cut['base_offset']:020d}.log").write_bytes(data[cut["position"] :])
+    (tmp_path / "00000000000000000000.index").write_bytes(b"")  # not a segment: ignored
+    code, out, err = run(capfd, "summary", str(tmp_path))
+    assert code == 0, err
+    got = summary_lines(out)
+    uncommitted, committed = visible_counts(side)
+    assert got["segments"].startswith("2 (")
+    assert got["read_uncommitted"] == f"{uncommitted} records"
+    assert got["read_committed"].startswith(f"{committed} records")
+
+
+def test_summary_open_transaction_stops_read_committed_at_the_lso(capfd, tmp_path):
+    parts = []
+    b = kafkatx.BatchBuilder(base_offset=0)
+    for i in range(3):
+        b.append(b"plain-%d" % i, timestamp=1000 + i)
+    parts.append(b.build())
+    b = kafkatx.BatchBuilder(base_offset=3, producer_id=7, producer_epoch=0, base_sequence=0, transactional=True)
+    for i in range(2):
+        b.append(b"open-%d" % i, timestamp=2000 + i)
+    parts.append(b.build())
+    b = kafkatx.BatchBuilder(base_offset=5)
+    b.append(b"after", timestamp=3000)
+    parts.append(b.build())
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(b"".join(parts))
+    code, out, err = run(capfd, "summary", str(seg))
+    assert code == 0, err
+    got = summary_lines(out)
+    assert got["transactions"] == "0 committed, 0 aborted; 1 open, last stable offset 3"
+    assert got["read_uncommitted"] == "6 records"
+    assert got["read_committed"].startswith("3 records (3 hidden)")
+
+
+def test_summary_corrupt_input_names_the_position(capfd, tmp_path):
+    side = sidecar("segment_mixed")
+    data = bytearray((GOLDEN / "segment_mixed.bin").read_bytes())
+    bad = side["batches"][3]
+    data[bad["position"] + 70] ^= 0x01  # a bit inside the fourth batch's CRC-covered bytes
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(bytes(data))
+    code, _, err = run(capfd, "summary", str(seg))
+    assert code == 1
+    assert "corrupt input" in err
+    assert f"at byte {bad['position']}" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", ["corrupt_crc_zstd", "corrupt_count_none", "corrupt_magic_none"])
+def test_summary_corrupt_golden_cases(capfd, name):
+    code, _, err = run(capfd, "summary", str(GOLDEN / f"{name}.bin"))
+    assert code == 1
+    assert "at byte " in err
+
+
+def test_summary_missing_and_empty(capfd, tmp_path):
+    code, _, err = run(capfd, "summary", str(tmp_path / "nope.log"))
+    assert code == 1 and "nope.log" in err
+    code, _, err = run(capfd, "summary", str(tmp_path))
+    assert code == 1 and "no .log segments" in err
+
+
+def test_summary_chunked_feed_equals_one_call(capfd, monkeypatch):
+    code, whole, _ = run(capfd, "summary", str(SAMPLE))
+    assert code == 0
+    monkeypatch.setattr(cli, "SUMMARY_WHOLE_SEGMENT_BYTES", 0)
+    monkeypatch.setattr(cli, "SUMMARY_CHUNK_BYTES", 4096)
+    code, chunked, _ = run(capfd, "summary", str(SAMPLE))
+    assert code == 0
+    assert chunked == whole
+
+
+# ------------------------------------------------------------------------------ sample log + demo
+def sample_batches():
+    return list(kafkatx.iter_batches(SAMPLE.read_bytes()))
+
+
+def test_sample_log_is_a_realistic_mix():
+    assert SAMPLE.is_file(), "run scripts/make_sample_log.py"
+    assert SAMPLE.stat().st_size < 400_000
+    batches = sample_batches()
+    assert {b.compression for b in batches} == {"none", "gzip", "snappy", "lz4", "zstd"}
+    idempotent = {b.producer_id for b in batches if b.producer_id >= 0 and not b.is_transactional}
+    transactional = {b.producer_id for b in batches if b.is_transactional}
+    assert len(idempotent) >= 1 and len(transactional) >= 2
+    markers = [b for b in batches if b.is_control]
+    assert all(m.size_in_bytes == 78 and m.is_transactional for m in markers)
+    for pid in transactional:
+        kinds = {m.first_control_type() for m in markers if m.producer_id == pid}
+        assert kinds == {0, 1}, (pid, kinds)  # both ABORT and COMMIT
+    records = [r for b in batches if not b.is_control for r in b.records()]
+    assert any(r.headers for r in records)
+    assert any(b'"order_id"' in (r.value or b"") and b'"amount"' in (r.value or b"") for r in records)
+    offsets = [r.offset for b in batches for r in b.records()]
+    assert offsets == list(range(len(offsets)))
+
+
+def test_sample_log_matches_its_generator():
+    if not MAKE_SAMPLE.is_file():
+        pytest.skip("scripts/make_sample_log.py is not part of this tree")
+    spec = importlib.util.spec_from_file_location("make_sample_log", MAKE_SAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fresh = list(kafkatx.iter_batches(mod.generate()))
+    committed = sample_batches()
+
+    def shape(b):
+        return (b.base_offset, b.last_offset, b.records_count, b.producer_id, b.producer_epoch, b.base_sequence,
+                b.is_transactional, b.is_control, b.compression, b.partition_leader_epoch, b.max_timestamp)  # fmt: skip
+
+    assert [shape(b) for b in fresh] == [shape(b) for b in committed]
+    for a, b in zip(fresh, committed, strict=True):
+        assert a.records() == b.records()
+
+
+def test_demo(capfd):
+    code, out, err = run(capfd, "demo")
+    assert code == 0, err
+    assert kafkatx.__version__ in out and kafkatx.BACKEND in out
+    assert str(SAMPLE) in out or SAMPLE.name in out
+    got = summary_lines(out)
+    assert int(got["read_committed"].split()[0]) < int(got["read_uncommitted"].split()[0])
+    assert out.count("  offset ") == 5
+
+
+def test_version(capfd):
+    code, out, _ = run(capfd, "version")
+    assert code == 0
+    assert out.startswith(f"kafkatx {kafkatx.__version__} ")
+    assert f"backend: {kafkatx.BACKEND}" in out
+
+
+def test_help_and_missing_command(capfd):
+    assert run(capfd, "--help")[0] == 0
+    assert run(capfd)[0] == 2
+
+
+def test_python_dash_m_kafkatx_version():
+    env = dict(os.environ)
+    src = str(ROOT / "src")
+    if (ROOT / "src" / "kafkatx").is_dir() and pathlib.Path(kafkatx.__file__).resolve().is_relative_to(ROOT / "src"):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    proc = subprocess.run([sys.executable, "-m", "kafkatx", "version"], capture_output=True, text=True, env=env,
+                          check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"kafkatx {kafkatx.__version__} ")
+    assert f"backend: {kafkatx.BACKEND}" in proc.stdout

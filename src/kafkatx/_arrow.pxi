@@ -31,13 +31,16 @@ cdef struct Grow:
     PyObject *buf  # an owned reference to a pyarrow.ResizableBuffer (NULL until first use)
 
 
-cdef int g_reserve(Grow *g, Py_ssize_t extra) except -1:
+cdef int g_reserve(Grow *g, Py_ssize_t extra) except -1 nogil:
     cdef Py_ssize_t need = g.len + extra
-    cdef Py_ssize_t cap
-    cdef object b
     if need <= g.cap:
         return 0
-    cap = max(need, 2 * g.cap, 4096)
+    with gil:
+        return _g_grow(g, max(need, 2 * g.cap, 4096))
+
+
+cdef int _g_grow(Grow *g, Py_ssize_t cap) except -1:
+    cdef object b
     if g.buf == NULL:
         b = _pa.allocate_buffer(cap, resizable=True)
         Py_INCREF(b)
@@ -58,7 +61,7 @@ cdef void g_release(Grow *g) noexcept:
     g.cap = 0
 
 
-cdef inline int g_put(Grow *g, const void *src, Py_ssize_t n) except -1:
+cdef inline int g_put(Grow *g, const void *src, Py_ssize_t n) except -1 nogil:
     if g.len + n > g.cap:
         g_reserve(g, n)
     memcpy(g.data + g.len, src, n)
@@ -66,23 +69,23 @@ cdef inline int g_put(Grow *g, const void *src, Py_ssize_t n) except -1:
     return 0
 
 
-cdef inline int g_i64(Grow *g, int64_t v) except -1:
+cdef inline int g_i64(Grow *g, int64_t v) except -1 nogil:
     return g_put(g, &v, 8)
 
 
-cdef inline int g_i32(Grow *g, int32_t v) except -1:
+cdef inline int g_i32(Grow *g, int32_t v) except -1 nogil:
     return g_put(g, &v, 4)
 
 
-cdef inline int g_i16(Grow *g, int16_t v) except -1:
+cdef inline int g_i16(Grow *g, int16_t v) except -1 nogil:
     return g_put(g, &v, 2)
 
 
-cdef inline int g_i8(Grow *g, int8_t v) except -1:
+cdef inline int g_i8(Grow *g, int8_t v) except -1 nogil:
     return g_put(g, &v, 1)
 
 
-cdef inline int bit_set(Grow *g, Py_ssize_t i, bint v) except -1:
+cdef inline int bit_set(Grow *g, Py_ssize_t i, bint v) except -1 nogil:
     """Set bit ``i`` of a validity bitmap, growing it with zeroed bytes."""
     cdef Py_ssize_t byte = i >> 3
     cdef Py_ssize_t old
@@ -179,7 +182,7 @@ cdef class _Columns:
         return 0
 
     cdef int add(self, int64_t offset, int64_t ts, int8_t ts_type, const uint8_t *k, int32_t klen,
-                 const uint8_t *v, int32_t vlen, int64_t pid, int16_t epoch, int32_t seq, bint txn) except -1:
+                 const uint8_t *v, int32_t vlen, int64_t pid, int16_t epoch, int32_t seq, bint txn) except -1 nogil:
         cdef int want = self.want
         cdef Py_ssize_t i = self.n
         if want & COL_OFFSET:
@@ -206,10 +209,11 @@ cdef class _Columns:
         self.n = i + 1
         return 0
 
-    cdef int end_headers(self) except -1:
+    cdef int end_headers(self) except -1 nogil:
         """Close the current row's header list (call once per row when headers are wanted)."""
-        if self.h_n > INT32_MAX_:
-            raise InvalidRecordError("more than 2^31-1 headers in one decode: decode in smaller pieces", None)
+        if self.h_n > 2147483647:
+            with gil:
+                raise _BinaryOverflow()
         return g_i32(&self.h_list_offsets, <int32_t>self.h_n)
 
     cdef int add_header(self, const uint8_t *k, int32_t klen, const uint8_t *v, int32_t vlen) except -1:
@@ -253,7 +257,7 @@ cdef int _bin_init(BinCol *c, bint large) except -1:
         g_put(&c.offsets, "\0\0\0\0", 4)
 
 
-cdef int _bin_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, bint large) except -1:
+cdef int _bin_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, bint large) except -1 nogil:
     if n >= 0:
         g_put(&c.data, p, n)
         bit_set(&c.valid, i, True)
@@ -262,8 +266,9 @@ cdef int _bin_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, bint lar
         c.nulls += 1
     if large:
         return g_i64(&c.offsets, c.data.len)
-    if c.data.len > INT32_MAX_:
-        raise _BinaryOverflow()
+    if c.data.len > 2147483647:
+        with gil:
+            raise _BinaryOverflow()
     return g_i32(&c.offsets, <int32_t>c.data.len)
 
 

@@ -106,6 +106,45 @@ cdef int _invalid(str msg, Py_ssize_t pos, int64_t boff) except -1:
     raise InvalidRecordError(msg, pos, boff)
 
 
+cdef enum RecErr:
+    E_PREMATURE_EOF
+    E_RECORD_SIZE
+    E_READ_MISMATCH
+    E_KEY_PAST
+    E_VALUE_PAST
+    E_HEADER_COUNT
+    E_HKEY_NEGATIVE
+    E_HKEY_PAST
+    E_HVALUE_PAST
+    E_REMAINING
+
+
+cdef int _rec_err(RecErr code, Py_ssize_t pos, int64_t boff, int64_t a, int64_t b) except -1 with gil:
+    """Raise the InvalidRecordError for a record-structure error found (possibly) without the GIL."""
+    if code == E_PREMATURE_EOF:
+        msg = "incorrect declared batch size, premature EOF reached"
+    elif code == E_RECORD_SIZE:
+        msg = (f"invalid record size: expected {a} bytes in record payload, but the buffer has only {b} "
+               "remaining bytes")
+    elif code == E_READ_MISMATCH:
+        msg = f"invalid record size: expected to read {a} bytes in record payload, but instead read {b}"
+    elif code == E_KEY_PAST:
+        msg = "found invalid record structure: key runs past the record"
+    elif code == E_VALUE_PAST:
+        msg = "found invalid record structure: value runs past the record"
+    elif code == E_HEADER_COUNT:
+        msg = f"found invalid number of record headers {a}"
+    elif code == E_HKEY_NEGATIVE:
+        msg = "invalid negative header key size"
+    elif code == E_HKEY_PAST:
+        msg = "header key runs past the record"
+    elif code == E_HVALUE_PAST:
+        msg = "header value runs past the record"
+    else:
+        msg = "incorrect declared batch size, records still remaining in file"
+    raise InvalidRecordError(msg, pos, boff)
+
+
 # ------------------------------------------------------------------------------------------ CRC-32C
 cdef inline uint32_t _crc(uint32_t crc, const uint8_t *p, Py_ssize_t n) noexcept:
     cdef uint32_t c
@@ -133,12 +172,16 @@ cdef inline int32_t _wrap(uint32_t x) noexcept nogil:
     return <int32_t>x  # Java int arithmetic: modulo 2^32, done unsigned so C has no overflow
 
 
-cpdef int32_t increment_sequence(int32_t sequence, int32_t increment):
-    """Kafka's ``DefaultRecordBatch.incrementSequence`` (Java int arithmetic): after 2147483647 comes 0."""
-    cdef uint32_t imax = <uint32_t>INT32_MAX_
+cdef inline int32_t _inc_seq(int32_t sequence, int32_t increment) noexcept nogil:
+    cdef uint32_t imax = <uint32_t>2147483647
     if sequence > _wrap(imax - <uint32_t>increment):
         return _wrap(<uint32_t>increment - (imax - <uint32_t>sequence) - 1u)
     return _wrap(<uint32_t>sequence + <uint32_t>increment)
+
+
+cpdef int32_t increment_sequence(int32_t sequence, int32_t increment):
+    """Kafka's ``DefaultRecordBatch.incrementSequence`` (Java int arithmetic): after 2147483647 comes 0."""
+    return _inc_seq(sequence, increment)
 
 
 cpdef int32_t decrement_sequence(int32_t sequence, int32_t decrement):
@@ -172,7 +215,7 @@ cdef class _Buffer:
 
 
 # ------------------------------------------------------------------------------------------ varints
-cdef int _bad_varint(Py_ssize_t pos, int64_t boff, bint is_long, bint truncated) except -1:
+cdef int _bad_varint(Py_ssize_t pos, int64_t boff, bint is_long, bint truncated) except -1 with gil:
     if truncated:
         raise InvalidRecordError("truncated varlong" if is_long else "truncated varint", pos, boff)
     if is_long:
@@ -181,7 +224,7 @@ cdef int _bad_varint(Py_ssize_t pos, int64_t boff, bint is_long, bint truncated)
 
 
 cdef inline int rd_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t base,
-                          int64_t boff, int32_t *out) except -1:
+                          int64_t boff, int32_t *out) except -1 nogil:
     """Zigzag int32 as Java's ByteUtils.readVarint: at most 5 bytes, excess high bits dropped."""
     cdef Py_ssize_t p = pos[0]
     cdef uint32_t value = 0
@@ -211,7 +254,7 @@ cdef inline int rd_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, P
 
 
 cdef inline int rd_varlong(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t base,
-                           int64_t boff, int64_t *out) except -1:
+                           int64_t boff, int64_t *out) except -1 nogil:
     cdef Py_ssize_t p = pos[0]
     cdef uint64_t value = 0
     cdef uint64_t b
@@ -428,8 +471,31 @@ cdef int _walk_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend, Py_
     return 0
 
 
+cdef int _skip_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend, Py_ssize_t base, int64_t boff,
+                       int32_t hcount) except -1 nogil:
+    """Validate ``hcount`` headers (Java's rules) and move past them."""
+    cdef int32_t i
+    cdef int32_t hklen = 0, hvlen = 0
+    cdef Py_ssize_t p
+    for i in range(hcount):
+        rd_varint(buf, pos, rend, base, boff, &hklen)
+        p = pos[0]
+        if hklen < 0:
+            return _rec_err(E_HKEY_NEGATIVE, base + p, boff, 0, 0)
+        if hklen > rend - p:
+            return _rec_err(E_HKEY_PAST, base + p, boff, 0, 0)
+        pos[0] = p + hklen
+        rd_varint(buf, pos, rend, base, boff, &hvlen)
+        p = pos[0]
+        if hvlen >= 0:
+            if hvlen > rend - p:
+                return _rec_err(E_HVALUE_PAST, base + p, boff, 0, 0)
+            pos[0] = p + hvlen
+    return 0
+
+
 cdef inline int parse_record(const uint8_t *buf, Py_ssize_t *ppos, Py_ssize_t end, Py_ssize_t base, int64_t boff,
-                             RecView *rv) except -1:
+                             RecView *rv) except -1 nogil:
     """Parse and validate one v2 record at ``ppos`` (Java's DefaultRecord.readFrom rules)."""
     cdef Py_ssize_t pos = ppos[0]
     cdef Py_ssize_t start = pos, body, rend
@@ -439,17 +505,19 @@ cdef inline int parse_record(const uint8_t *buf, Py_ssize_t *ppos, Py_ssize_t en
     rv.klen = 0
     rv.vlen = 0
     rv.hcount = 0
+    rv.key = NULL
+    rv.value = NULL
+    rv.hpos = pos
+    rv.rend = pos
     if pos >= end:
-        _invalid("incorrect declared batch size, premature EOF reached", base + pos, boff)
+        return _rec_err(E_PREMATURE_EOF, base + pos, boff, 0, 0)
     rd_varint(buf, &pos, end, base, boff, &length)
     body = pos
     if length < 0 or length > end - pos:
-        _invalid(f"invalid record size: expected {length} bytes in record payload, but the buffer has only "
-                 f"{end - pos} remaining bytes", base + start, boff)
+        return _rec_err(E_RECORD_SIZE, base + start, boff, length, end - pos)
     rend = pos + length
     if length < 1:
-        _invalid(f"invalid record size: expected to read {length} bytes in record payload, but instead read "
-                 f"1", base + start, boff)
+        return _rec_err(E_READ_MISMATCH, base + start, boff, length, 1)
     pos += 1  # attributes: no bits defined, read and ignored
     rd_varlong(buf, &pos, rend, base, boff, &rv.ts_delta)
     rd_varint(buf, &pos, rend, base, boff, &rv.off_delta)
@@ -457,25 +525,55 @@ cdef inline int parse_record(const uint8_t *buf, Py_ssize_t *ppos, Py_ssize_t en
     rv.key = buf + pos
     if rv.klen >= 0:
         if rv.klen > rend - pos:
-            _invalid("found invalid record structure: key runs past the record", base + pos, boff)
+            return _rec_err(E_KEY_PAST, base + pos, boff, 0, 0)
         pos += rv.klen
     rd_varint(buf, &pos, rend, base, boff, &rv.vlen)
     rv.value = buf + pos
     if rv.vlen >= 0:
         if rv.vlen > rend - pos:
-            _invalid("found invalid record structure: value runs past the record", base + pos, boff)
+            return _rec_err(E_VALUE_PAST, base + pos, boff, 0, 0)
         pos += rv.vlen
     rd_varint(buf, &pos, rend, base, boff, &rv.hcount)
     rv.hpos = pos
     if rv.hcount != 0:
         if rv.hcount < 0 or rv.hcount > rend - pos:
-            _invalid(f"found invalid number of record headers {rv.hcount}", base + pos, boff)
-        _walk_headers(buf, &pos, rend, base, boff, rv.hcount, None, None)
+            return _rec_err(E_HEADER_COUNT, base + pos, boff, rv.hcount, 0)
+        _skip_headers(buf, &pos, rend, base, boff, rv.hcount)
     if pos != rend:
-        _invalid(f"invalid record size: expected to read {length} bytes in record payload, but instead read "
-                 f"{pos - body}", base + start, boff)
+        return _rec_err(E_READ_MISMATCH, base + start, boff, length, pos - body)
     rv.rend = rend
     ppos[0] = pos
+    return 0
+
+
+cdef int decode_v2_columns(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t base, Header *h,
+                           _Columns cols, int64_t fetch_offset, int64_t limit_offset) except -1 nogil:
+    """The Arrow path of decode_v2_records: runs without the GIL (taken back only for errors and headers)."""
+    cdef int64_t boff = h.base_offset
+    cdef bint log_append = (h.attributes & TIMESTAMP_TYPE_MASK) != 0
+    cdef bint txn = (h.attributes & TRANSACTIONAL_FLAG_MASK) != 0
+    cdef int32_t i
+    cdef int64_t offset, ts
+    cdef int32_t seq
+    cdef Py_ssize_t hp
+    cdef RecView rv
+    for i in range(h.records_count):
+        parse_record(buf, &pos, end, base, boff, &rv)
+        offset = boff + rv.off_delta
+        if offset < fetch_offset or offset >= limit_offset:
+            continue
+        ts = h.max_timestamp if log_append else h.base_timestamp + rv.ts_delta
+        seq = _inc_seq(h.base_sequence, rv.off_delta) if h.base_sequence >= 0 else -1
+        cols.add(offset, ts, 1 if log_append else 0, rv.key, rv.klen, rv.value, rv.vlen, h.producer_id,
+                 h.producer_epoch, seq, txn)
+        if cols.want & COL_HEADERS:
+            if rv.hcount:
+                hp = rv.hpos
+                with gil:
+                    _walk_headers(buf, &hp, rv.rend, base, boff, rv.hcount, None, cols)
+            cols.end_headers()
+    if pos != end:
+        return _rec_err(E_REMAINING, base + pos, boff, 0, 0)
     return 0
 
 
@@ -499,22 +597,19 @@ cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
     cdef list hs
     if cols is not None:
         cols.reserve(h.records_count, end - pos)
+        if end - pos >= NOGIL_THRESHOLD:
+            with nogil:
+                decode_v2_columns(buf, pos, end, base, h, cols, fetch_offset, limit_offset)
+        else:
+            decode_v2_columns(buf, pos, end, base, h, cols, fetch_offset, limit_offset)
+        return 0
     for i in range(h.records_count):
         parse_record(buf, &pos, end, base, boff, &rv)
         offset = boff + rv.off_delta
         if offset < fetch_offset or offset >= limit_offset:
             continue
         ts = max_ts if log_append else base_ts + rv.ts_delta
-        seq = increment_sequence(base_seq, rv.off_delta) if base_seq >= 0 else -1
-        if cols is not None:
-            cols.add(offset, ts, 1 if log_append else 0, rv.key, rv.klen, rv.value, rv.vlen, h.producer_id,
-                     h.producer_epoch, seq, txn)
-            if cols.want & COL_HEADERS:
-                if rv.hcount:
-                    hp = rv.hpos
-                    _walk_headers(buf, &hp, rv.rend, base, boff, rv.hcount, None, cols)
-                cols.end_headers()
-            continue
+        seq = _inc_seq(base_seq, rv.off_delta) if base_seq >= 0 else -1
         r = Record.__new__(Record)
         r.offset = offset
         r.timestamp = ts
@@ -530,7 +625,7 @@ cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
         r.sequence = seq
         PyList_Append(out, r)
     if pos != end:
-        _invalid("incorrect declared batch size, records still remaining in file", base + pos, boff)
+        _rec_err(E_REMAINING, base + pos, boff, 0, 0)
     return 0
 
 

@@ -41,7 +41,6 @@ from .errors import (
     DecompressedSizeError,
     InvalidAppendError,
     InvalidRecordError,
-    KafkaTxError,
     UnsupportedCompressionError,
 )
 
@@ -62,6 +61,7 @@ __all__ = [
     "decrement_sequence",
     "scan_batches",
     "decode_arrow",
+    "encode_arrow",
     "arrow_schema",
     "ARROW_COLUMNS",
 ]
@@ -983,3 +983,70 @@ def scan_batches(data, *, verify_crc: bool = False) -> dict:
     cols["valid_bytes"] = pos
     cols["trailing_bytes"] = end - pos
     return cols
+
+
+def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1, producer_epoch=-1,
+                 base_sequence=-1, transactional=False, compression="none", compression_level=None,
+                 timestamp_type="create_time", partition_leader_epoch=-1, timestamp=None) -> bytes:  # fmt: skip
+    """Encode the rows of a ``pyarrow.Table``/``RecordBatch`` as consecutive v2 record batches."""
+    import pyarrow as pa
+
+    if records_per_batch < 1:
+        raise InvalidAppendError(f"records_per_batch must be at least 1, got {records_per_batch}")
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    names = set(table.column_names)
+    if "value" not in names:
+        raise InvalidAppendError("encode_arrow needs a 'value' column")
+    unknown = names - set(ARROW_COLUMNS)
+    if unknown:
+        raise InvalidAppendError(f"encode_arrow does not know the column(s) {sorted(unknown)}")
+    check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
+                       partition_leader_epoch, None)  # fmt: skip
+
+    def column(name):
+        col = table.column(name)
+        t = col.type
+        if name == "timestamp":
+            if pa.types.is_timestamp(t):
+                col = col.cast(pa.timestamp("ms", tz=t.tz)).cast(pa.int64())
+            elif not pa.types.is_integer(t):
+                raise InvalidAppendError(f"column 'timestamp' must be a timestamp or int64 milliseconds, got {t}")
+            return [-1 if v is None else int(v) for v in col.to_pylist()]
+        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+            return [None if v is None else v.encode("utf-8") for v in col.to_pylist()]
+        if not (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
+                or pa.types.is_fixed_size_binary(t)):  # fmt: skip
+            raise InvalidAppendError(f"column {name!r} must be binary or string, got {t}")
+        return col.to_pylist()
+
+    n = table.num_rows
+    values = column("value")
+    keys = column("key") if "key" in names else [None] * n
+    default_ts = int(time.time() * 1000) if timestamp is None else timestamp
+    stamps = column("timestamp") if "timestamp" in names else [default_ts] * n
+    headers = (
+        [[(h["key"], h["value"]) for h in hs] if hs else () for hs in table.column("headers").to_pylist()]
+        if "headers" in names
+        else [()] * n
+    )
+    for i, ts in enumerate(stamps):
+        if ts < 0 and ts != -1:
+            raise InvalidAppendError(f"invalid negative timestamp {ts} in row {i}")
+    out = []
+    offset = base_offset
+    seq = base_sequence
+    for start in range(0, n, records_per_batch):
+        stop = min(n, start + records_per_batch)
+        b = BatchBuilder(
+            base_offset=offset, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=seq,
+            transactional=transactional, compression=compression, compression_level=compression_level,
+            timestamp_type=timestamp_type, partition_leader_epoch=partition_leader_epoch,
+        )  # fmt: skip
+        for i in range(start, stop):
+            b.append(values[i], keys[i], timestamp=stamps[i], headers=headers[i])
+        out.append(b.build())
+        offset += stop - start
+        if seq >= 0:
+            seq = increment_sequence(seq, stop - start)
+    return b"".join(out)

@@ -47,7 +47,10 @@ import os
 import struct
 from collections import deque
 from types import MappingProxyType
-from typing import Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple
+
+if TYPE_CHECKING:  # numpy is optional at run time
+    import numpy as np
 
 from .batch import crc32c, decrement_sequence, iter_batches
 from .errors import (

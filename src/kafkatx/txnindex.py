@@ -30,7 +30,10 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Iterable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
+
+if TYPE_CHECKING:  # numpy is optional at run time
+    import numpy as np
 
 from .errors import CorruptIndexError, InvalidTxnIndexVersionError, TxnIndexAppendError
 

@@ -1,0 +1,51 @@
+"""A Kafka partition directory: segments, indexes, checkpoints, and reads with Kafka's isolation rules."""
+
+from __future__ import annotations
+
+from .index import (
+    DEFAULT_MAX_INDEX_SIZE,
+    INDEX_SUFFIX,
+    LOG_START_OFFSET_CHECKPOINT,
+    LOG_SUFFIX,
+    NO_TIMESTAMP,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    CheckpointError,
+    IndexFullError,
+    InvalidOffsetError,
+    OffsetIndex,
+    OffsetPosition,
+    TimeIndex,
+    TimestampOffset,
+    parse_segment_file_name,
+    read_checkpoint,
+    segment_file_name,
+    write_checkpoint,
+)
+
+__all__ = [
+    "DEFAULT_MAX_INDEX_SIZE",
+    "INDEX_SUFFIX",
+    "LOG_START_OFFSET_CHECKPOINT",
+    "LOG_SUFFIX",
+    "NO_TIMESTAMP",
+    "RECOVERY_POINT_OFFSET_CHECKPOINT",
+    "REPLICATION_OFFSET_CHECKPOINT",
+    "SNAPSHOT_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
+    "CheckpointError",
+    "IndexFullError",
+    "InvalidOffsetError",
+    "OffsetIndex",
+    "OffsetPosition",
+    "TimeIndex",
+    "TimestampOffset",
+    "parse_segment_file_name",
+    "read_checkpoint",
+    "segment_file_name",
+    "write_checkpoint",
+]

@@ -127,14 +127,25 @@ cdef class _Columns:
     cdef Grow producer_epoch
     cdef Grow sequence
     cdef Grow is_txn
+    # binary_view mode: keys and values are 16-byte views into variadic data buffers (no copy of the bytes)
+    cdef bint views
+    cdef list view_bufs         # pyarrow buffers the views point into
+    cdef int32_t cur_index      # the buffer views are made against now
+    cdef const uint8_t *cur_base
+    cdef _Buffer src            # the caller's buffer (uncompressed batches point into it)
+    cdef int32_t src_index      # its current window in view_bufs (-1: none yet)
+    cdef Py_ssize_t src_start
 
-    def __cinit__(self, int want, bint large):
+    def __cinit__(self, int want, bint large, bint views=False):
         self.want = want
         self.large = large
+        self.views = views
+        self.view_bufs = []
+        self.src_index = -1
         self.n = 0
         self.h_n = 0
-        _bin_init(&self.key, large)
-        _bin_init(&self.value, large)
+        _bin_init(&self.key, large, views)
+        _bin_init(&self.value, large, views)
         _bin_init(&self.h_key, False)
         _bin_init(&self.h_value, False)
         g_i32(&self.h_list_offsets, 0)
@@ -166,9 +177,9 @@ cdef class _Columns:
         if want & COL_TIMESTAMP_TYPE:
             g_reserve(&self.ts_type, rows)
         if want & COL_KEY:
-            _bin_reserve(&self.key, rows, payload, self.large)
+            _bin_reserve(&self.key, rows, 0 if self.views else payload, self.large or self.views)
         if want & COL_VALUE:
-            _bin_reserve(&self.value, rows, payload, self.large)
+            _bin_reserve(&self.value, rows, 0 if self.views else payload, self.large or self.views)
         if want & COL_HEADERS:
             g_reserve(&self.h_list_offsets, rows * 4)
         if want & COL_PRODUCER_ID:
@@ -194,10 +205,16 @@ cdef class _Columns:
                 self.ts_nulls += 1
         if want & COL_TIMESTAMP_TYPE:
             g_i8(&self.ts_type, ts_type)
-        if want & COL_KEY:
-            _bin_add(&self.key, i, k, klen, self.large)
-        if want & COL_VALUE:
-            _bin_add(&self.value, i, v, vlen, self.large)
+        if self.views:
+            if want & COL_KEY:
+                _view_add(&self.key, i, k, klen, self.cur_index, self.cur_base)
+            if want & COL_VALUE:
+                _view_add(&self.value, i, v, vlen, self.cur_index, self.cur_base)
+        else:
+            if want & COL_KEY:
+                _bin_add(&self.key, i, k, klen, self.large)
+            if want & COL_VALUE:
+                _bin_add(&self.value, i, v, vlen, self.large)
         if want & COL_PRODUCER_ID:
             g_i64(&self.producer_id, pid)
         if want & COL_PRODUCER_EPOCH:
@@ -207,6 +224,25 @@ cdef class _Columns:
         if want & COL_IS_TRANSACTIONAL:
             bit_set(&self.is_txn, i, txn)
         self.n = i + 1
+        return 0
+
+    cdef int use_source(self, Py_ssize_t pos, Py_ssize_t size) except -1:
+        """Views of the next records point into the caller's buffer at [pos, pos + size)."""
+        if self.src_index < 0 or pos + size - self.src_start > 2147483647:
+            # a new window: 32-bit view offsets reach 2 GiB past its start
+            self.view_bufs.append(_pa.foreign_buffer(<Py_ssize_t>(self.src.ptr + pos), self.src.size - pos,
+                                                     base=self.src))
+            self.src_index = len(self.view_bufs) - 1
+            self.src_start = pos
+        self.cur_index = self.src_index
+        self.cur_base = self.src.ptr + self.src_start
+        return 0
+
+    cdef int use_payload(self, bytes payload) except -1:
+        """Views of the next records point into ``payload`` (a decompressed batch, kept by the array)."""
+        self.view_bufs.append(_pa.py_buffer(payload))
+        self.cur_index = len(self.view_bufs) - 1
+        self.cur_base = <const uint8_t *>PyBytes_AS_STRING(payload)
         return 0
 
     cdef int end_headers(self) except -1 nogil:
@@ -243,21 +279,23 @@ cdef void _bin_free(BinCol *c) noexcept:
     g_release(&c.valid)
 
 
-cdef int _bin_reserve(BinCol *c, Py_ssize_t rows, Py_ssize_t payload, bint large) except -1:
-    g_reserve(&c.offsets, rows * (8 if large else 4))
+cdef int _bin_reserve(BinCol *c, Py_ssize_t rows, Py_ssize_t payload, bint wide) except -1:
+    g_reserve(&c.offsets, rows * (16 if wide else 4))  # int32 offsets, or room for int64 offsets / views
     g_reserve(&c.valid, rows // 8 + 2)
     return g_reserve(&c.data, payload)
 
 
-cdef int _bin_init(BinCol *c, bint large) except -1:
+cdef int _bin_init(BinCol *c, bint large, bint views=False) except -1:
     c.nulls = 0
+    if views:
+        return 0  # views: no leading offset
     if large:
         g_put(&c.offsets, "\0\0\0\0\0\0\0\0", 8)
     else:
         g_put(&c.offsets, "\0\0\0\0", 4)
 
 
-cdef int _bin_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, bint large) except -1 nogil:
+cdef inline int _bin_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, bint large) except -1 nogil:
     if n >= 0:
         g_put(&c.data, p, n)
         bit_set(&c.valid, i, True)
@@ -270,6 +308,28 @@ cdef int _bin_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, bint lar
         with gil:
             raise _BinaryOverflow()
     return g_i32(&c.offsets, <int32_t>c.data.len)
+
+
+cdef inline int _view_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, int32_t index,
+                   const uint8_t *base) except -1 nogil:
+    """Append one Arrow binary view: length + inline bytes (<= 12), or length + prefix + buffer + offset."""
+    cdef uint8_t v[16]
+    cdef int32_t off
+    memset(v, 0, 16)
+    if n < 0:
+        bit_set(&c.valid, i, False)
+        c.nulls += 1
+    else:
+        bit_set(&c.valid, i, True)
+        memcpy(v, &n, 4)
+        if n <= 12:
+            memcpy(v + 4, p, n)
+        else:
+            memcpy(v + 4, p, 4)
+            off = <int32_t>(p - base)
+            memcpy(v + 8, &index, 4)
+            memcpy(v + 12, &off, 4)
+    return g_put(&c.offsets, v, 16)
 
 
 class _BinaryOverflow(Exception):
@@ -297,6 +357,11 @@ cdef object _bitmap(Grow *g, Py_ssize_t n, Py_ssize_t nulls):
 cdef object _bin_array(BinCol *c, Py_ssize_t n, object typ):
     valid = _bitmap(&c.valid, n, c.nulls)
     return _pa.Array.from_buffers(typ, n, [valid, _take(&c.offsets), _take(&c.data)], null_count=c.nulls)
+
+
+cdef object _view_array(BinCol *c, Py_ssize_t n, list bufs):
+    valid = _bitmap(&c.valid, n, c.nulls)
+    return _pa.Array.from_buffers(_pa.binary_view(), n, [valid, _take(&c.offsets)] + bufs, null_count=c.nulls)
 
 
 _pa = None
@@ -333,10 +398,11 @@ cdef object _finish(_Columns cols, dict meta):
         arrays.append(pa.Array.from_buffers(pa.int8(), n, [None, _take(&cols.ts_type)]))
     if want & COL_KEY:
         names.append("key")
-        arrays.append(_bin_array(&cols.key, n, binary))
+        arrays.append(_view_array(&cols.key, n, cols.view_bufs) if cols.views else _bin_array(&cols.key, n, binary))
     if want & COL_VALUE:
         names.append("value")
-        arrays.append(_bin_array(&cols.value, n, binary))
+        arrays.append(_view_array(&cols.value, n, cols.view_bufs) if cols.views
+                      else _bin_array(&cols.value, n, binary))
     if want & COL_HEADERS:
         names.append("headers")
         hkeys = _bin_array(&cols.h_key, cols.h_n, pa.string())
@@ -358,7 +424,7 @@ cdef object _finish(_Columns cols, dict meta):
         names.append("is_transactional")
         bit_set(&cols.is_txn, n, False)
         arrays.append(pa.Array.from_buffers(pa.bool_(), n, [None, _take(&cols.is_txn)]))
-    schema = arrow_schema(names, cols.large).with_metadata({k: str(v) for k, v in meta.items()})
+    schema = arrow_schema(names, cols.large, cols.views).with_metadata({k: str(v) for k, v in meta.items()})
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 

@@ -638,8 +638,12 @@ cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, He
     if h.records_count == 0:
         return 0  # an empty (cleaned) batch: its payload is never looked at
     if cid == 0:
+        if cols is not None and cols.views:
+            cols.use_source(start, size - RECORD_BATCH_OVERHEAD)
         return decode_v2_records(buf, start, pos + size, 0, h, out, cols, fetch_offset, limit_offset)
     payload = _inflate(buf, start, pos + size, cid, h.base_offset, max_size)
+    if cols is not None and cols.views:
+        cols.use_payload(payload)
     try:
         return decode_v2_records(<const uint8_t *>PyBytes_AS_STRING(payload), 0, PyBytes_GET_SIZE(payload), 0, h,
                                  out, cols, fetch_offset, limit_offset)
@@ -1025,21 +1029,27 @@ cdef class ReadCommittedFilter:
         out.next_offset = self.next_offset
         return out
 
-    def feed_arrow(self, data, *, columns=None, bint large_binary=False):
+    def feed_arrow(self, data, *, columns=None, bint large_binary=False, bint binary_view=False):
         """Like :meth:`feed`, but the visible records come back as one ``pyarrow.RecordBatch`` built in C.
 
         The schema metadata carries ``next_offset``, ``valid_bytes`` and ``trailing_bytes``.  If a
         binary column would pass 2 GiB (32-bit Arrow offsets), this raises; decode in smaller pieces
-        or pass ``large_binary=True`` to get ``large_binary`` columns instead.
+        or pass ``large_binary=True`` to get ``large_binary`` columns instead.  With
+        ``binary_view=True`` keys and values are ``binary_view`` arrays pointing into ``data`` itself
+        (and into the decompressed payloads of compressed batches): nothing is copied, and the arrays
+        keep ``data`` alive.
         """
         cdef _Buffer buf
         cdef Py_ssize_t consumed = 0
         cdef _Columns cols
         _arrow()
-        cols = _Columns(_want_bits(columns), large_binary)
+        if large_binary and binary_view:
+            raise ValueError("large_binary and binary_view exclude each other")
+        cols = _Columns(_want_bits(columns), large_binary, binary_view)
         if self._pending:
             data = self._pending + bytes(data)
         buf = _Buffer(data)
+        cols.src = buf
         try:
             try:
                 self._run(buf, None, cols, &consumed)
@@ -1127,7 +1137,7 @@ def decode_records(data, *, isolation="read_uncommitted", aborted_transactions=N
 
 def decode_arrow(data, *, isolation="read_uncommitted", aborted_transactions=None, last_stable_offset=None,
                  fetch_offset=None, bint verify_crc=True, columns=None, bint large_binary=False,
-                 Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE):
+                 bint binary_view=False, Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE):
     """The visible records of ``data`` as one ``pyarrow.RecordBatch``, built in C (no per-record objects).
 
     Same visibility rules and arguments as :func:`decode_records`; ``columns`` picks a subset of
@@ -1138,7 +1148,7 @@ def decode_arrow(data, *, isolation="read_uncommitted", aborted_transactions=Non
     f = ReadCommittedFilter(aborted_transactions, isolation=isolation, last_stable_offset=last_stable_offset,
                             fetch_offset=fetch_offset, verify_crc=verify_crc,
                             max_decompressed_size=max_decompressed_size)
-    return f.feed_arrow(data, columns=columns, large_binary=large_binary)
+    return f.feed_arrow(data, columns=columns, large_binary=large_binary, binary_view=binary_view)
 
 
 cdef int _legacy_to_columns(RecordBatch b, _Columns cols, int64_t fetch_offset, int64_t limit) except -1:
@@ -1146,11 +1156,17 @@ cdef int _legacy_to_columns(RecordBatch b, _Columns cols, int64_t fetch_offset, 
     cdef int8_t ts_type = -1 if b.h.magic == 0 else (1 if b.h.attributes & TIMESTAMP_TYPE_MASK else 0)
     cdef const uint8_t *kp
     cdef const uint8_t *vp
+    cdef bytes kv
     for r in b._legacy_records:
         if not (fetch_offset <= r.offset < limit):
             continue
         kp = <const uint8_t *>PyBytes_AS_STRING(r.key) if r.key is not None else NULL
         vp = <const uint8_t *>PyBytes_AS_STRING(r.value) if r.value is not None else NULL
+        if cols.views:  # one buffer holding key then value, for the views to point into
+            kv = (r.key or b"") + (r.value or b"")
+            cols.use_payload(kv)
+            kp = <const uint8_t *>PyBytes_AS_STRING(kv)
+            vp = kp + (len(r.key) if r.key is not None else 0)
         cols.add(r.offset, r.timestamp, ts_type, kp, len(r.key) if r.key is not None else -1, vp,
                  len(r.value) if r.value is not None else -1, -1, -1, -1, False)
         if cols.want & COL_HEADERS:

@@ -620,12 +620,13 @@ class ReadCommittedFilter:
         """Decode one chunk; returns the visible records (``next_offset`` tells where to go on)."""
         return self._feed(data, None)
 
-    def feed_arrow(self, data, *, columns=None, large_binary: bool = False):
+    def feed_arrow(self, data, *, columns=None, large_binary: bool = False, binary_view: bool = False):
         """Like :meth:`feed`, but the visible records come back as one ``pyarrow.RecordBatch``.
 
-        The schema metadata carries ``next_offset``, ``valid_bytes`` and ``trailing_bytes``.
+        The schema metadata carries ``next_offset``, ``valid_bytes`` and ``trailing_bytes``.  (The
+        twin builds ``binary_view`` columns from copies; only the compiled codec points into ``data``.)
         """
-        schema = arrow_schema(columns, large_binary)
+        schema = arrow_schema(columns, large_binary, binary_view)
         pairs = []
         res = self._feed(data, pairs)
         return _to_arrow(pairs, schema, large_binary, res)
@@ -715,6 +716,7 @@ def decode_arrow(
     verify_crc: bool = True,
     columns=None,
     large_binary: bool = False,
+    binary_view: bool = False,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
 ):
     """The visible records of ``data`` as one ``pyarrow.RecordBatch`` (see the compiled codec's docs)."""
@@ -726,7 +728,7 @@ def decode_arrow(
         verify_crc=verify_crc,
         max_decompressed_size=max_decompressed_size,
     )
-    return f.feed_arrow(data, columns=columns, large_binary=large_binary)
+    return f.feed_arrow(data, columns=columns, large_binary=large_binary, binary_view=binary_view)
 
 
 def _to_arrow(pairs, schema, large_binary, res):

@@ -113,9 +113,10 @@ ARROW_COLUMNS = ("offset", "timestamp", "timestamp_type", "key", "value", "heade
                  "producer_epoch", "sequence", "is_transactional")  # fmt: skip
 
 
-def arrow_schema(columns=None, large_binary: bool = False):
+def arrow_schema(columns=None, large_binary: bool = False, binary_view: bool = False):
     """The Arrow schema of decoded records: all columns, or those named, in the canonical order.
 
+    ``key``/``value`` are ``binary``, or ``large_binary`` / ``binary_view`` when asked for.
     ``timestamp`` is null where Kafka has no timestamp (-1); ``timestamp_type`` is 0 CreateTime,
     1 LogAppendTime, -1 none (magic v0); ``key``/``value`` are null for null keys/values.
     """
@@ -123,7 +124,9 @@ def arrow_schema(columns=None, large_binary: bool = False):
         import pyarrow as pa
     except ImportError as exc:
         raise ImportError("Arrow decoding needs pyarrow: pip install 'kafkatx[arrow]'") from exc
-    binary = pa.large_binary() if large_binary else pa.binary()
+    if large_binary and binary_view:
+        raise ValueError("large_binary and binary_view exclude each other")
+    binary = pa.large_binary() if large_binary else pa.binary_view() if binary_view else pa.binary()
     header = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
     fields = {
         "offset": pa.field("offset", pa.int64(), nullable=False),

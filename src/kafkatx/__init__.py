@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from ._backend import BACKEND
 from .batch import (
+    ARROW_COLUMNS,
+    arrow_schema,
+    decode_arrow,
+    encode_arrow,
     BatchBuilder,
     BatchIterator,
     ReadCommittedFilter,
@@ -30,6 +34,14 @@ from .errors import (
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name):  # kafkatx.to_pandas without importing pandas/pyarrow at `import kafkatx`
+    if name == "to_pandas":
+        from .arrow import to_pandas
+
+        return to_pandas
+    raise AttributeError(f"module 'kafkatx' has no attribute {name!r}")
+
 __all__ = [
     "BACKEND",
     "__version__",
@@ -45,6 +57,11 @@ __all__ = [
     "increment_sequence",
     "iter_batches",
     "scan_batches",
+    "decode_arrow",
+    "encode_arrow",
+    "arrow_schema",
+    "ARROW_COLUMNS",
+    "to_pandas",
     "KafkaTxError",
     "CorruptRecordError",
     "CrcMismatchError",

@@ -317,7 +317,19 @@ class RecordBatch:
         "_legacy_records", "_legacy_last_offset", "_verify",
     )  # fmt: skip
 
-    def __init__(self, buf, position, size, max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE, verify_crc=True):
+    def __init__(self, buf, position=0, size=None, max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE,
+                 verify_crc=True):  # fmt: skip
+        if not isinstance(buf, memoryview) or buf.format != "B":
+            buf = memoryview(buf).cast("B")
+        if position < 0 or position > len(buf):
+            raise ValueError(f"position {position} is outside the buffer of {len(buf)} bytes")
+        if size is None:
+            it = BatchIterator(buf[position:], False, max_decompressed_size)
+            if next(it, None) is None:
+                raise CorruptRecordError("incomplete entry", position)
+            size = it.valid_bytes
+        elif size < LOG_OVERHEAD + 5 or size > len(buf) - position:
+            raise ValueError(f"size {size} does not fit the buffer at position {position}")
         self._buf = buf
         self._verify = verify_crc
         self.position = position

@@ -13,6 +13,10 @@ ReadCommittedFilter = _codec.ReadCommittedFilter
 iter_batches = _codec.iter_batches
 decode_records = _codec.decode_records
 scan_batches = _codec.scan_batches
+decode_arrow = _codec.decode_arrow
+encode_arrow = _codec.encode_arrow
+arrow_schema = _codec.arrow_schema
+ARROW_COLUMNS = _codec.ARROW_COLUMNS
 crc32c = _codec.crc32c
 increment_sequence = _codec.increment_sequence
 decrement_sequence = _codec.decrement_sequence
@@ -27,6 +31,10 @@ __all__ = [
     "iter_batches",
     "decode_records",
     "scan_batches",
+    "decode_arrow",
+    "encode_arrow",
+    "arrow_schema",
+    "ARROW_COLUMNS",
     "crc32c",
     "increment_sequence",
     "decrement_sequence",

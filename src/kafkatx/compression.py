@@ -18,6 +18,7 @@ instead of growing further, so a small compressed payload can never make us allo
 from __future__ import annotations
 
 import functools
+import importlib
 import struct
 import threading
 import zlib
@@ -63,9 +64,10 @@ def codec_name(cid: int) -> str:
     raise UnsupportedCompressionError(f"unknown compression type id {cid}")
 
 
+@functools.lru_cache(maxsize=None)
 def _import(module: str, codec: str):
     try:
-        return __import__(module, fromlist=["_"])
+        return importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - these are declared dependencies
         raise UnsupportedCompressionError(
             f"{codec} compression needs the {module.split('.')[0]!r} package: pip install {module.split('.')[0]}"
@@ -436,8 +438,19 @@ def _zstd(data, level: int | None) -> bytes:
     lvl = 3 if level is None else level
     if not -131072 <= lvl <= 22:
         raise ValueError(f"zstd compression level must be -131072..22, got {level}")
-    # like zstd-jni's stream: no checksum, no content size in the frame header
-    return zstd.ZstdCompressor(level=lvl, write_checksum=False, write_content_size=False).compress(bytes(data))
+    return _zstd_compressor(zstd, lvl).compress(bytes(data))
+
+
+def _zstd_compressor(zstd, level: int):
+    """A reusable compression context per thread and level (creating one costs as much as compressing)."""
+    cache = getattr(_local, "zstd_c", None)
+    if cache is None:
+        cache = _local.zstd_c = {}
+    cctx = cache.get(level)
+    if cctx is None:
+        # like zstd-jni's stream: no checksum, no content size in the frame header
+        cctx = cache[level] = zstd.ZstdCompressor(level=level, write_checksum=False, write_content_size=False)
+    return cctx
 
 
 # ------------------------------------------------------------------------------------------- public

@@ -1,4 +1,8 @@
-"""A Kafka partition directory: segments, indexes, checkpoints, and reads with Kafka's isolation rules."""
+"""A Kafka partition directory: segments, indexes, checkpoints, and reads with Kafka's isolation rules.
+
+``kafkatx.log.index``: offset / time indexes, segment file names, checkpoint files.
+``kafkatx.log.reader``: :func:`open_partition`, :func:`open_log_dir`, :class:`Partition` reads.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +29,22 @@ from .index import (
     segment_file_name,
     write_checkpoint,
 )
+from .reader import (
+    DEFAULT_CHUNK_BYTES,
+    CorruptSegmentError,
+    LogDir,
+    LogInconsistencyError,
+    LogRead,
+    OffsetOutOfRangeError,
+    Partition,
+    Segment,
+    TruncatedTail,
+    open_log_dir,
+    open_partition,
+    parse_partition_dir_name,
+)
+
+# (writer / generate exports are added here by the lead engineer)
 
 __all__ = [
     "DEFAULT_MAX_INDEX_SIZE",
@@ -48,4 +68,16 @@ __all__ = [
     "read_checkpoint",
     "segment_file_name",
     "write_checkpoint",
+    "DEFAULT_CHUNK_BYTES",
+    "CorruptSegmentError",
+    "LogDir",
+    "LogInconsistencyError",
+    "LogRead",
+    "OffsetOutOfRangeError",
+    "Partition",
+    "Segment",
+    "TruncatedTail",
+    "open_log_dir",
+    "open_partition",
+    "parse_partition_dir_name",
 ]

@@ -158,8 +158,7 @@ class _Index:
     ENTRY_SIZE = 0
     _KIND = "index"
 
-    def __init__(self, path, base_offset: int, *, max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
-                 writable: bool = False):
+    def __init__(self, path, base_offset: int, *, max_index_size: int = DEFAULT_MAX_INDEX_SIZE, writable: bool = False):
         self.path = os.fspath(path)
         self.base_offset = int(base_offset)
         self.max_index_size = int(max_index_size)
@@ -206,7 +205,7 @@ class _Index:
     def _classify_tail(self, data, n_valid):
         size = self.ENTRY_SIZE
         whole = len(data) - len(data) % size
-        tail = memoryview(data)[n_valid * size: whole]
+        tail = memoryview(data)[n_valid * size : whole]
         #: bytes of whole zero slots after the valid entries (the preallocated tail)
         self.preallocated_bytes = 0
         #: byte position of the first slot after the valid entries that is neither valid nor zero
@@ -548,8 +547,10 @@ class TimeIndex(_Index):
         """``(timestamps, offsets)`` as numpy int64 arrays (absolute offsets)."""
         import numpy as np
 
-        return (np.frombuffer(self._ts, dtype=np.int64).copy(),
-                np.frombuffer(self._rel, dtype=np.int32).astype(np.int64) + self.base_offset)
+        return (
+            np.frombuffer(self._ts, dtype=np.int64).copy(),
+            np.frombuffer(self._rel, dtype=np.int32).astype(np.int64) + self.base_offset,
+        )
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """Entry with the largest timestamp <= ``target_timestamp``, else ``(-1, base_offset)``."""

@@ -1,0 +1,967 @@
+"""Read a Kafka partition directory (``<topic>-<partition>``) the way a broker serves a fetch.
+
+Layout of a partition directory (Kafka's ``LocalLog`` / ``LogLoader``): for every segment a
+``<base>.log`` (concatenated batches), a ``<base>.index`` and ``<base>.timeindex`` (see
+:mod:`kafkatx.log.index`), a ``<base>.txnindex`` only if an ABORT marker of a transaction with data
+landed in that segment, and ``<offset>.snapshot`` producer-state snapshots.  The log directory root (the
+parent) holds the ``replication-offset-checkpoint`` (high watermarks), ``recovery-point-offset-checkpoint``
+and ``log-start-offset-checkpoint`` files.  Files ending ``.deleted``, ``.cleaned`` or ``.swap`` and
+index files without a ``.log`` are ignored (``Partition.warnings`` mentions ``.swap`` files, which a
+broker would complete on start-up).
+
+Offsets of a partition
+----------------------
+* ``log_start_offset``: the ``log-start-offset-checkpoint`` entry if present (never below the first
+  segment's base offset), else the first segment's base offset.
+* ``log_end_offset``: one past the last offset of the last complete batch of the last segment (the
+  last segment's base offset if it has none).
+* ``high_watermark``: the ``replication-offset-checkpoint`` entry if present, capped at the log end;
+  else the log end.
+* ``last_stable_offset``: Kafka's ``min(first unstable offset, high watermark)``.  The first unstable
+  offset is the smallest first offset of a transaction that has data but no marker, or whose marker
+  is at or above the high watermark (Kafka's "unreplicated" transactions, kafka-format.md 10.4).  It is
+  computed from the batch headers of every segment (:func:`kafkatx.scan_batches`, no record decoded),
+  replaying per producer id: a transactional data batch opens a transaction if none is open, a
+  COMMIT/ABORT marker closes it (an empty control batch or one without an open transaction changes
+  nothing, as in ``ProducerAppendInfo``).
+
+Seeking
+-------
+A read first finds the segment holding its start offset (the last one whose base offset is not above
+it).  If that segment's batch headers are not known yet, the ``.index`` gives the position of the largest
+indexed offset at or below the start, and only the headers from there on are scanned; the entry is
+checked first (see below).  Under ``read_committed`` the LSO replay has already scanned every segment's
+headers, so the known headers are searched instead and the index is not needed.  Every later segment is
+read from its start.  Records are decoded in chunks of whole batches (``chunk_bytes``, default 32 MiB)
+through one :class:`ReadCommittedFilter` per read, so the filter's state carries across segments.
+
+Aborted transactions (``aborted_source``)
+-----------------------------------------
+A read under ``read_committed`` needs the aborted transactions that overlap it, found with the broker's
+rule (:func:`kafkatx.txnindex.collect_aborted_across_segments`: start at the segment holding the start
+offset and go on into later segments until an entry's last stable offset reaches the end of the read,
+because a transaction may start segments before its ABORT marker).  The per-segment entry lists come from:
+
+* ``"txnindex"``: the ``.txnindex`` files; a missing file counts as empty.
+* ``"scan"``: the same replay as for the LSO, which emits an ``AbortedTxn`` (producer id, first offset,
+  marker offset, LSO at the marker as ``ProducerStateManager.lastStableOffset`` computes it) into the
+  segment holding the marker: byte-for-byte what the broker writes to ``.txnindex``.
+* ``"auto"`` (default): per segment, the ``.txnindex`` file when it exists, else the scan's entries for
+  that segment.  Absence alone is ambiguous (a segment without aborted transactions has no file; a
+  tiered-storage copy may lack the file), and the scan resolves it: it yields exactly the entries the
+  broker would have written, so a segment that legitimately has no file gets none.  The scan runs anyway
+  for the LSO, so this costs nothing extra.
+* ``"cross-check"``: both; raises :class:`LogInconsistencyError` if any segment's
+  ``(producer_id, first_offset, last_offset)`` entries differ between the file and the scan (a missing
+  file where the scan finds aborted transactions counts as a difference), or if the aborted
+  transactions collected for the read differ.  ``last_stable_offset`` fields are not compared
+  entry by entry (they depend on producer state from before the log start once retention deleted
+  segments), but a wrong one that changes what the read collects is caught by the second comparison.
+
+Damaged files
+-------------
+* A segment cut mid-write (crashed broker): every complete batch is read, and the cut is reported in
+  ``truncated_tails`` (:class:`TruncatedTail`: file, valid bytes, trailing bytes), never raised.  A
+  length field corrupted to point past the end of the file cannot be told apart from a cut and is
+  reported the same way (Kafka's recovery would truncate there too).
+* A corrupt batch (CRC, magic, record framing, decompression) or offsets that do not increase raise
+  the codec's error type, re-pointed at the segment: the message names the ``.log`` file and the byte
+  position in it, ``error.file`` holds the path and ``error.position`` the position in the file.
+* An offset index entry that does not point at a batch holding its offset (stale entries after a crash,
+  a damaged file) is not trusted: the read scans from the segment start instead and says so in
+  ``LogRead.warnings``.
+"""
+
+from __future__ import annotations
+
+import mmap as _mmap
+import os
+import re
+from bisect import bisect_left, bisect_right
+from typing import NamedTuple
+
+from ..errors import CorruptRecordError, KafkaTxError
+from ..txnindex import AbortedTxn, collect_aborted_across_segments, read_txnindex
+from .index import (
+    INDEX_SUFFIX,
+    LOG_START_OFFSET_CHECKPOINT,
+    LOG_SUFFIX,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    OffsetIndex,
+    TimeIndex,
+    read_checkpoint,
+    segment_file_name,
+)
+
+__all__ = [
+    "open_partition",
+    "open_log_dir",
+    "LogDir",
+    "Partition",
+    "Segment",
+    "LogRead",
+    "TruncatedTail",
+    "LogInconsistencyError",
+    "OffsetOutOfRangeError",
+    "CorruptSegmentError",
+    "parse_partition_dir_name",
+    "DEFAULT_CHUNK_BYTES",
+]
+
+DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024  # log bytes decoded per feed (one Arrow batch at most per chunk)
+
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+_SEGMENT_LOG_RE = re.compile(r"^(\d{20})\.log$")
+_PARTITION_DIR_RE = re.compile(r"^(.+)-(\d+)$")
+_ISOLATIONS = ("read_committed", "read_uncommitted")
+_FORMATS = ("records", "batches", "arrow")
+_SOURCES = ("auto", "txnindex", "scan", "cross-check")
+
+
+# ------------------------------------------------------------------------------------------ errors
+class LogInconsistencyError(KafkaTxError, ValueError):
+    """Two sources of the same fact disagree (``.txnindex`` vs the log's markers)."""
+
+    def __init__(self, message: str, file: str | None = None, details=None):
+        super().__init__(f"{message} (in {file})" if file else message)
+        self.reason = message
+        self.file = file
+        self.details = details
+
+    def __reduce__(self):
+        return (type(self), (self.reason, self.file, self.details))
+
+
+class OffsetOutOfRangeError(KafkaTxError, ValueError):
+    """A read starts outside ``[log_start_offset, log_end_offset]`` (Kafka's OFFSET_OUT_OF_RANGE)."""
+
+
+class CorruptSegmentError(CorruptRecordError):
+    """A segment breaks a log-level rule (offsets not increasing, outside the segment's range)."""
+
+    def __init__(
+        self, message: str, position: int | None = None, base_offset: int | None = None, file: str | None = None
+    ):
+        super().__init__(f"{message} in {file}" if file else message, position, base_offset)
+        self.reason = message
+        self.file = file
+
+    def __reduce__(self):
+        return (type(self), (self.reason, self.position, self.base_offset, self.file))
+
+
+def _relocate(exc: KafkaTxError, path: str, offset_in_file: int):
+    """The codec error ``exc`` (position relative to a slice) re-pointed at ``path``."""
+    pos = getattr(exc, "position", None)
+    abs_pos = None if pos is None else offset_in_file + pos
+    reason = getattr(exc, "reason", str(exc))
+    try:
+        if isinstance(exc, CorruptSegmentError):
+            new = CorruptSegmentError(exc.reason, abs_pos, exc.base_offset, path)
+        else:
+            new = type(exc)(f"{reason} in {path}", abs_pos, getattr(exc, "base_offset", None))
+    except Exception:  # an error type with another constructor: keep its type family via a wrapper
+        new = CorruptSegmentError(f"{type(exc).__name__}: {reason}", abs_pos, getattr(exc, "base_offset", None), path)
+    new.file = path
+    return new
+
+
+class TruncatedTail(NamedTuple):
+    """Bytes after the last complete batch of a segment (a cut write)."""
+
+    file: str
+    valid_bytes: int
+    trailing_bytes: int
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def parse_partition_dir_name(name) -> tuple[str, int]:
+    """``"my-topic-3"`` -> ``("my-topic", 3)`` (the partition follows the last dash)."""
+    base = os.path.basename(os.path.normpath(os.fspath(name)))
+    m = _PARTITION_DIR_RE.match(base)
+    if not m:
+        raise ValueError(f"not a Kafka partition directory name (<topic>-<partition>): {base!r}")
+    return m.group(1), int(m.group(2))
+
+
+def _default_codec():
+    from .._backend import codec
+
+    return codec
+
+
+def _np():
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy is optional
+        return None
+    return np
+
+
+class _Scan:
+    """Batch headers of one segment (from ``scan_batches``), positions relative to the file."""
+
+    __slots__ = (
+        "position",
+        "base_offset",
+        "last_offset",
+        "producer_id",
+        "attributes",
+        "magic",
+        "size",
+        "valid_bytes",
+        "trailing_bytes",
+        "start",
+    )
+
+    def __init__(self, cols, start):
+        self.start = start
+        shift = start
+        pos = cols["position"]
+        self.position = pos if not shift else _shifted(pos, shift)
+        self.base_offset = cols["base_offset"]
+        self.last_offset = cols["last_offset"]
+        self.producer_id = cols["producer_id"]
+        self.attributes = cols["attributes"]
+        self.magic = cols["magic"]
+        self.size = cols["size_in_bytes"]
+        self.valid_bytes = start + cols["valid_bytes"]
+        self.trailing_bytes = cols["trailing_bytes"]
+
+    def __len__(self):
+        return len(self.base_offset)
+
+    def end_of(self, row: int) -> int:
+        return self.position[row] + self.size[row]
+
+
+def _has_legacy(sc, lo, hi) -> bool:
+    np = _np()
+    if np is not None:
+        return bool((np.frombuffer(sc.magic, dtype=np.int8)[lo:hi] < 2).any())
+    return any(sc.magic[i] < 2 for i in range(lo, hi))  # pragma: no cover
+
+
+def _shifted(arr, shift):
+    from array import array
+
+    np = _np()
+    if np is not None:
+        a = np.frombuffer(arr, dtype=np.int64) + shift
+        out = array("q")
+        out.frombytes(a.tobytes())
+        return out
+    return array("q", (p + shift for p in arr))  # pragma: no cover
+
+
+# ------------------------------------------------------------------------------------------ segment
+class Segment:
+    """One segment of a partition: its files, lazily opened (``.log`` memory-mapped read-only)."""
+
+    def __init__(self, directory: str, base_offset: int, *, codec=None, verify_crc: bool = True):
+        self.directory = directory
+        self.verify_crc = verify_crc
+        self.base_offset = base_offset
+        self.log_path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
+        self.index_path = os.path.join(directory, segment_file_name(base_offset, INDEX_SUFFIX))
+        self.time_index_path = os.path.join(directory, segment_file_name(base_offset, TIME_INDEX_SUFFIX))
+        self.txn_index_path = os.path.join(directory, segment_file_name(base_offset, TXN_INDEX_SUFFIX))
+        self.size = os.path.getsize(self.log_path)
+        self._codec = codec if codec is not None else _default_codec()
+        self._mmap = None
+        self._file = None
+        self._offset_index = None
+        self._time_index = None
+        self._txn_entries = None
+        self._scan = None
+
+    def __repr__(self):
+        return f"Segment(base_offset={self.base_offset}, size={self.size}, path={self.log_path!r})"
+
+    @property
+    def has_txn_index(self) -> bool:
+        return os.path.exists(self.txn_index_path)
+
+    @property
+    def has_offset_index(self) -> bool:
+        return os.path.exists(self.index_path)
+
+    @property
+    def mmap(self):
+        """The ``.log`` mapped read-only (``b""`` for an empty file), mapped on first use."""
+        if self._mmap is None:
+            if self.size == 0:
+                self._mmap = b""
+            else:
+                self._file = open(self.log_path, "rb")
+                try:
+                    self._mmap = _mmap.mmap(self._file.fileno(), self.size, access=_mmap.ACCESS_READ)
+                except Exception:
+                    self._file.close()
+                    self._file = None
+                    raise
+        return self._mmap
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if self._offset_index is None:
+            self._offset_index = OffsetIndex(self.index_path, self.base_offset)
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if self._time_index is None:
+            self._time_index = TimeIndex(self.time_index_path, self.base_offset)
+        return self._time_index
+
+    def txn_index_entries(self) -> list[AbortedTxn] | None:
+        """The ``.txnindex`` entries, or None if the segment has no such file."""
+        if self._txn_entries is None:
+            if not self.has_txn_index:
+                return None
+            self._txn_entries = read_txnindex(self.txn_index_path, base_offset=self.base_offset)
+        return self._txn_entries
+
+    def scan(self) -> _Scan:
+        """Batch headers of the whole segment (cached).
+
+        Checks that offsets increase inside the segment and (``verify_crc``) every v2 batch's CRC, so
+        nothing derived from the headers (LSO, aborted transactions) rests on damaged bytes.
+        """
+        if self._scan is None:
+            self._scan = self._scan_from(0)
+        return self._scan
+
+    def _scan_from(self, position: int) -> _Scan:
+        data = self.mmap
+        view = memoryview(data)[position:] if position else data
+        try:
+            cols = self._codec.scan_batches(view, verify_crc=self.verify_crc)
+        except KafkaTxError as exc:
+            raise _relocate(exc, self.log_path, position) from exc
+        finally:
+            if isinstance(view, memoryview):
+                view.release()
+        sc = _Scan(cols, position)
+        self._check_offsets(sc)
+        return sc
+
+    def _check_offsets(self, sc: _Scan):
+        n = len(sc)
+        if not n:
+            return
+        base, last = sc.base_offset, sc.last_offset
+        np = _np()
+        if np is not None:
+            b = np.frombuffer(base, dtype=np.int64)
+            la = np.frombuffer(last, dtype=np.int64)
+            bad = np.flatnonzero(la < b)
+            row = int(bad[0]) if len(bad) else -1
+            if n > 1:
+                bad2 = np.flatnonzero(b[1:] <= la[:-1])
+                if len(bad2) and (row < 0 or int(bad2[0]) + 1 < row):
+                    row = int(bad2[0]) + 1
+        else:  # pragma: no cover
+            row = -1
+            for i in range(n):
+                if last[i] < base[i] or (i and base[i] <= last[i - 1]):
+                    row = i
+                    break
+        if row >= 0:
+            raise CorruptSegmentError(
+                f"batch offsets {base[row]}..{last[row]} do not follow the previous batch "
+                f"(last offset {last[row - 1] if row else None})",
+                sc.position[row],
+                base[row],
+                self.log_path,
+            )
+        if sc.start == 0 and base[0] < self.base_offset:
+            raise CorruptSegmentError(
+                f"first batch offset {base[0]} is below the segment base offset {self.base_offset}",
+                0,
+                base[0],
+                self.log_path,
+            )
+
+    def seek(self, target_offset: int, warnings: list | None = None) -> int:
+        """File position to start scanning from for ``target_offset``, found with the ``.index``.
+
+        The entry found is checked against the log: the batch at its position must parse, pass its CRC
+        and hold the indexed offset; otherwise the segment start is returned (and a warning appended).
+        """
+        if not self.has_offset_index:
+            return 0
+        try:
+            idx = self.offset_index
+        except OSError as exc:  # pragma: no cover - unreadable index
+            if warnings is not None:
+                warnings.append(f"cannot read {self.index_path}: {exc}; scanned {self.log_path} from its start")
+            return 0
+        off, pos = idx.lookup(target_offset)
+        if pos == 0:
+            return 0
+        ok = False
+        if 0 < pos <= self.size - 17:
+            length = int.from_bytes(self.mmap[pos + 8 : pos + 12], "big", signed=True) + 12
+            try:
+                if length < 26 or pos + length > self.size:
+                    raise ValueError("not a whole batch")
+                batch = self._codec.RecordBatch(self.mmap, position=pos, size=length, verify_crc=True)
+                batch.validate_crc()
+                ok = batch.base_offset <= off <= batch.last_offset
+            except KafkaTxError:
+                ok = False
+            except (ValueError, IndexError):
+                ok = False
+        if not ok:
+            if warnings is not None:
+                warnings.append(
+                    f"{self.index_path}: entry ({off}, position {pos}) does not point at a batch holding offset "
+                    f"{off}; scanned {self.log_path} from its start"
+                )
+            return 0
+        return pos
+
+    def close(self):
+        m = self._mmap
+        self._mmap = None
+        self._scan = None
+        if isinstance(m, _mmap.mmap):
+            try:
+                m.close()
+            except BufferError:  # batches handed out still view the map; the GC unmaps it later
+                pass
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+# ------------------------------------------------------------------------------------------ state replay
+class _TxnScan(NamedTuple):
+    aborted: list  # per segment: list[AbortedTxn] whose marker lies in that segment
+    open_txns: dict  # producer id -> first offset of the transaction still open at the log end
+    first_unstable: int | None  # smallest first offset of an open or not-yet-replicated transaction
+
+
+def _replay(segments, codec, high_watermark: int) -> _TxnScan:
+    """Replay transactional batch headers of every segment, in order."""
+    np = _np()
+    open_: dict[int, int] = {}
+    unreplicated_first = None
+    per_segment = []
+    for seg in segments:
+        sc = seg.scan()
+        out = []
+        n = len(sc)
+        if n:
+            if np is not None:
+                attrs = np.frombuffer(sc.attributes, dtype=np.int16)
+                magic = np.frombuffer(sc.magic, dtype=np.int8)
+                pids = np.frombuffer(sc.producer_id, dtype=np.int64)
+                rows = np.flatnonzero(((attrs & _TRANSACTIONAL) != 0) & (magic >= 2) & (pids >= 0)).tolist()
+            else:  # pragma: no cover
+                rows = [
+                    i
+                    for i in range(n)
+                    if sc.attributes[i] & _TRANSACTIONAL and sc.magic[i] >= 2 and sc.producer_id[i] >= 0
+                ]
+            base, pid_col, attr_col = sc.base_offset, sc.producer_id, sc.attributes
+            for i in rows:
+                pid = pid_col[i]
+                b = base[i]
+                if not attr_col[i] & _CONTROL:
+                    if pid not in open_:
+                        open_[pid] = b
+                    continue
+                first = open_.get(pid)
+                if first is None:
+                    continue  # a marker without data on this partition: no CompletedTxn
+                try:
+                    batch = codec.RecordBatch(seg.mmap, position=sc.position[i], size=sc.size[i], verify_crc=False)
+                    ctype = batch.first_control_type()
+                except KafkaTxError as exc:
+                    raise _relocate(exc, seg.log_path, 0) from exc
+                if ctype not in (0, 1):
+                    continue  # empty control batch (cleaned) or not a transaction marker
+                del open_[pid]
+                if b >= high_watermark and (unreplicated_first is None or first < unreplicated_first):
+                    unreplicated_first = first
+                if ctype == 0:
+                    lso = min(open_.values()) if open_ else b + 1
+                    out.append(AbortedTxn(pid, first, b, lso))
+        per_segment.append(out)
+    candidates = list(open_.values())
+    if unreplicated_first is not None:
+        candidates.append(unreplicated_first)
+    return _TxnScan(per_segment, dict(open_), min(candidates) if candidates else None)
+
+
+# ------------------------------------------------------------------------------------------ read result
+class LogRead:
+    """Iterator over one read of a partition; its attributes describe the read.
+
+    * ``next_offset``: where the next read should start (past control records and skipped batches,
+      never beyond the read's upper bound); final once iteration ends.
+    * ``upper_bound``: the offset the read stops before (LSO under read_committed, high watermark under
+      read_uncommitted, or ``end_offset`` if lower).
+    * ``aborted_transactions``: the :class:`~kafkatx.txnindex.AbortedTxn` entries used.
+    * ``truncated_tails``: :class:`TruncatedTail` for each cut segment met by the read.
+    * ``warnings``: strings (index entries not trusted, ...).
+    """
+
+    def __init__(self, partition, start, upper, isolation, fmt, columns, aborted, chunk_bytes, large_binary):
+        self.partition = partition
+        self.start_offset = start
+        self.upper_bound = upper
+        self.isolation = isolation
+        self.format = fmt
+        self.columns = columns
+        self.aborted_transactions = aborted
+        self.next_offset = start
+        self.truncated_tails: list[TruncatedTail] = []
+        self.warnings: list[str] = []
+        self.last_stable_offset = partition.last_stable_offset if isolation == "read_committed" else None
+        self.high_watermark = partition.high_watermark
+        self._chunk = chunk_bytes
+        self._large = large_binary
+        self._gen = self._run()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._gen)
+
+    def close(self):
+        self._gen.close()
+
+    # -- the read
+    def _segments(self):
+        p = self.partition
+        segs = p.segments
+        bases = [s.base_offset for s in segs]
+        i = max(bisect_right(bases, self.start_offset) - 1, 0)
+        for seg in segs[i:]:
+            if seg.base_offset >= self.upper_bound:
+                break
+            yield seg
+
+    def _run(self):
+        start, upper = self.start_offset, self.upper_bound
+        if start >= upper:
+            return
+        p = self.partition
+        codec = p.codec
+        pairs = [(a.producer_id, a.first_offset) for a in self.aborted_transactions]
+        # read_committed with an explicit bound: the filter's LSO is our upper bound.  Under
+        # read_uncommitted the same filter runs without aborted transactions (nothing is hidden
+        # but control records), so it can still enforce the bound.
+        # Every batch fed comes from a segment scan that already checked the CRC of each v2 batch
+        # (Segment.scan); legacy entries, which the scan does not check, are checked in _emit.
+        filt = codec.ReadCommittedFilter(
+            pairs, isolation="read_committed", last_stable_offset=upper, fetch_offset=start, verify_crc=False
+        )
+        np = _np()
+        first = True
+        for seg in self._segments():
+            row0 = 0
+            if seg._scan is not None:
+                sc = seg._scan  # headers already known (the LSO replay scans every segment)
+            else:
+                pos0 = seg.seek(start, self.warnings) if first and start > seg.base_offset else 0
+                # seeking: headers from the indexed position on only
+                sc = seg._scan_from(pos0) if pos0 else seg.scan()
+            first = False
+            if sc.trailing_bytes:
+                tail = TruncatedTail(seg.log_path, sc.valid_bytes, sc.trailing_bytes)
+                if tail not in self.truncated_tails:
+                    self.truncated_tails.append(tail)
+            n = len(sc)
+            # rows holding offsets >= start and starting below the upper bound
+            if np is not None and n:
+                last = np.frombuffer(sc.last_offset, dtype=np.int64)
+                base = np.frombuffer(sc.base_offset, dtype=np.int64)
+                lo = max(row0, int(np.searchsorted(last, start, side="left")))
+                hi = int(np.searchsorted(base, upper, side="left"))
+            else:
+                lo = row0
+                while lo < n and sc.last_offset[lo] < start:
+                    lo += 1
+                hi = lo
+                while hi < n and sc.base_offset[hi] < upper:
+                    hi += 1
+            if lo < hi:
+                yield from self._emit(seg, sc, lo, hi, filt)
+            if hi < n:
+                break  # the upper bound lies in this segment
+        if self.format != "batches":
+            if filt.next_offset is not None and filt.next_offset > self.next_offset:
+                self.next_offset = filt.next_offset
+
+    def _chunks(self, sc, lo, hi):
+        """Row ranges of at most ``chunk_bytes`` log bytes (at least one batch each)."""
+        limit = self._chunk
+        if limit is None:
+            yield lo, hi
+            return
+        pos = sc.position
+        i = lo
+        while i < hi:
+            j = max(bisect_left(pos, pos[i] + limit, i + 1, hi), i + 1)
+            yield i, j
+            i = j
+
+    def _check_legacy_crcs(self, seg, sc, a, b):
+        codec = self.partition.codec
+        for i in range(a, b):
+            if sc.magic[i] < 2:
+                try:
+                    codec.RecordBatch(seg.mmap, position=sc.position[i], size=sc.size[i]).validate_crc()
+                except KafkaTxError as exc:
+                    raise _relocate(exc, seg.log_path, 0) from exc
+
+    def _emit(self, seg, sc, lo, hi, filt):
+        path = seg.log_path
+        data = seg.mmap
+        fmt = self.format
+        if fmt == "batches":
+            codec = self.partition.codec
+            verify = self.partition.verify_crc
+            for i in range(lo, hi):
+                p = sc.position[i]
+                try:
+                    batch = codec.RecordBatch(data, position=p, size=sc.size[i], verify_crc=verify)
+                    if verify:
+                        batch.validate_crc()
+                except KafkaTxError as exc:
+                    raise _relocate(exc, path, 0) from exc
+                self.next_offset = max(self.next_offset, min(batch.last_offset + 1, self.upper_bound))
+                yield batch
+            return
+        verify_legacy = self.partition.verify_crc and _has_legacy(sc, lo, hi)
+        for a, b in self._chunks(sc, lo, hi):
+            start_pos = sc.position[a]
+            end_pos = sc.end_of(b - 1)
+            if verify_legacy:
+                self._check_legacy_crcs(seg, sc, a, b)
+            view = memoryview(data)[start_pos:end_pos]
+            try:
+                if fmt == "arrow":
+                    out = filt.feed_arrow(view, columns=self.columns, large_binary=self._large)
+                else:
+                    out = filt.feed(view)
+            except KafkaTxError as exc:
+                raise _relocate(exc, path, start_pos) from exc
+            finally:
+                view.release()
+            if filt.next_offset is not None and filt.next_offset > self.next_offset:
+                self.next_offset = filt.next_offset
+            if fmt == "arrow":
+                if out.num_rows:
+                    yield out
+            else:
+                yield from out
+
+
+# ------------------------------------------------------------------------------------------ partition
+class Partition:
+    """One ``<topic>-<partition>`` directory.  See the module docstring for the offsets it reports."""
+
+    def __init__(
+        self,
+        path,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        codec=None,
+        verify_crc: bool = True,
+        high_watermark: int | None = None,
+        log_start_offset: int | None = None,
+        recovery_point: int | None = None,
+    ):
+        self.path = os.fspath(path)
+        if not os.path.isdir(self.path):
+            raise FileNotFoundError(f"no partition directory at {self.path}")
+        if topic is None or partition is None:
+            t, p = parse_partition_dir_name(self.path)
+            topic = t if topic is None else topic
+            partition = p if partition is None else partition
+        self.topic = topic
+        self.partition = partition
+        self.codec = codec if codec is not None else _default_codec()
+        self.verify_crc = verify_crc
+        self.warnings: list[str] = []
+        bases = []
+        for name in sorted(os.listdir(self.path)):
+            m = _SEGMENT_LOG_RE.match(name)
+            if m:
+                bases.append(int(m.group(1)))
+            elif name.endswith(".swap"):
+                self.warnings.append(f"{os.path.join(self.path, name)}: an unfinished segment swap (ignored)")
+        bases.sort()
+        self.segments: list[Segment] = [Segment(self.path, b, codec=self.codec, verify_crc=verify_crc) for b in bases]
+        self._hw_checkpoint = high_watermark
+        self._lso_checkpoint = log_start_offset
+        self.recovery_point = recovery_point
+        self._txn_scan = None
+
+    def __repr__(self):
+        return f"Partition({self.topic!r}, {self.partition}, segments={len(self.segments)}, path={self.path!r})"
+
+    # -- offsets
+    @property
+    def log_start_offset(self) -> int:
+        first = self.segments[0].base_offset if self.segments else 0
+        if self._lso_checkpoint is not None:
+            return max(self._lso_checkpoint, first)
+        return first
+
+    @property
+    def log_end_offset(self) -> int:
+        if not self.segments:
+            return self._lso_checkpoint or 0
+        last = self.segments[-1]
+        sc = last.scan()
+        # an empty active segment (just rolled, or cut before its first batch): the log end is its base
+        return sc.last_offset[len(sc) - 1] + 1 if len(sc) else last.base_offset
+
+    @property
+    def high_watermark(self) -> int:
+        leo = self.log_end_offset
+        if self._hw_checkpoint is not None:
+            return max(min(self._hw_checkpoint, leo), self.log_start_offset if self.segments else 0)
+        return leo
+
+    def _replayed(self) -> _TxnScan:
+        if self._txn_scan is None:
+            self._txn_scan = _replay(self.segments, self.codec, self.high_watermark)
+        return self._txn_scan
+
+    @property
+    def last_stable_offset(self) -> int:
+        hw = self.high_watermark
+        first = self._replayed().first_unstable
+        return hw if first is None else max(min(first, hw), self.log_start_offset)
+
+    @property
+    def open_transactions(self) -> dict[int, int]:
+        """``{producer_id: first_offset}`` of transactions with data and no marker at the log end."""
+        return dict(self._replayed().open_txns)
+
+    @property
+    def truncated_tails(self) -> list[TruncatedTail]:
+        """Cut segment tails (scans every segment's batch headers)."""
+        out = []
+        for seg in self.segments:
+            sc = seg.scan()
+            if sc.trailing_bytes:
+                out.append(TruncatedTail(seg.log_path, sc.valid_bytes, sc.trailing_bytes))
+        return out
+
+    # -- aborted transactions
+    def aborted_transactions_by_segment(self, source: str = "auto") -> list[list[AbortedTxn]]:
+        """Per segment, the aborted-transaction entries from ``source`` (``"txnindex"``, ``"scan"``,
+        ``"auto"``; see the module docstring)."""
+        if source not in ("auto", "txnindex", "scan"):
+            raise ValueError(f"source must be 'auto', 'txnindex' or 'scan', got {source!r}")
+        if source == "txnindex":
+            return [seg.txn_index_entries() or [] for seg in self.segments]
+        scanned = self._replayed().aborted
+        if source == "scan":
+            return [list(x) for x in scanned]
+        out = []
+        for seg, sc in zip(self.segments, scanned):
+            entries = seg.txn_index_entries()
+            out.append(list(sc) if entries is None else entries)
+        return out
+
+    def aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int, *, source: str = "auto"
+    ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, collected with the
+        broker's rule (:func:`~kafkatx.txnindex.collect_aborted_across_segments`)."""
+        if source not in _SOURCES:
+            raise ValueError(f"aborted_source must be one of {', '.join(_SOURCES)}, got {source!r}")
+        bases = [s.base_offset for s in self.segments]
+        if source == "cross-check":
+            from_index = self.aborted_transactions_by_segment("txnindex")
+            from_scan = self.aborted_transactions_by_segment("scan")
+            for seg, a, b in zip(self.segments, from_index, from_scan):
+                ka = [(e.producer_id, e.first_offset, e.last_offset) for e in a]
+                kb = [(e.producer_id, e.first_offset, e.last_offset) for e in b]
+                if ka != kb:
+                    only_index = [e for e in a if (e.producer_id, e.first_offset, e.last_offset) not in kb]
+                    only_scan = [e for e in b if (e.producer_id, e.first_offset, e.last_offset) not in ka]
+                    what = "is missing" if not seg.has_txn_index else "disagrees with the log's markers"
+                    raise LogInconsistencyError(
+                        f"transaction index {what}: only in the index {only_index}, only in the log {only_scan}",
+                        seg.txn_index_path,
+                        {"index": a, "scan": b},
+                    )
+            got_index, _ = collect_aborted_across_segments(zip(bases, from_index), start_offset, upper_bound_offset)
+            got_scan, _ = collect_aborted_across_segments(zip(bases, from_scan), start_offset, upper_bound_offset)
+            key = lambda es: sorted((e.producer_id, e.first_offset) for e in es)  # noqa: E731
+            if key(got_index) != key(got_scan):
+                raise LogInconsistencyError(
+                    f"aborted transactions for [{start_offset}, {upper_bound_offset}) differ: from the transaction "
+                    f"indexes {got_index}, from the log {got_scan} (a last_stable_offset field is wrong)",
+                    self.path,
+                    {"index": got_index, "scan": got_scan},
+                )
+            return got_index
+        per_segment = self.aborted_transactions_by_segment(source)
+        got, _ = collect_aborted_across_segments(zip(bases, per_segment), start_offset, upper_bound_offset)
+        return got
+
+    # -- reads
+    def read(
+        self,
+        start_offset: int | None = None,
+        end_offset: int | None = None,
+        *,
+        isolation: str = "read_committed",
+        format: str = "records",
+        columns=None,
+        aborted_source: str = "auto",
+        chunk_bytes: int | None = DEFAULT_CHUNK_BYTES,
+        large_binary: bool = False,
+    ) -> LogRead:
+        """Read ``[start_offset, end_offset)`` as a consumer with ``isolation`` would see it.
+
+        ``format="records"`` yields :class:`kafkatx.Record` objects in offset order (never control
+        records); ``"batches"`` yields the raw :class:`kafkatx.RecordBatch` objects the broker would
+        return for the fetch (data, control and aborted batches alike, up to the same upper bound; filter
+        them with ``read.aborted_transactions``); ``"arrow"`` yields ``pyarrow.RecordBatch`` objects (one
+        per chunk of at most ``chunk_bytes`` log bytes, never more than one segment, empty ones skipped)
+        with ``columns`` as in :func:`kafkatx.decode_arrow`.
+
+        Under ``read_committed`` nothing at or beyond the last stable offset is returned and aborted
+        transactions are hidden; under ``read_uncommitted`` the bound is the high watermark.
+        ``start_offset`` defaults to the log start offset and must lie in ``[log_start_offset,
+        log_end_offset]``.  The returned :class:`LogRead` tells ``next_offset`` once iterated.
+        """
+        if isolation not in _ISOLATIONS:
+            raise ValueError(f"isolation must be 'read_committed' or 'read_uncommitted', got {isolation!r}")
+        if format not in _FORMATS:
+            raise ValueError(f"format must be one of {', '.join(_FORMATS)}, got {format!r}")
+        if aborted_source not in _SOURCES:
+            raise ValueError(f"aborted_source must be one of {', '.join(_SOURCES)}, got {aborted_source!r}")
+        if chunk_bytes is not None and chunk_bytes <= 0:
+            raise ValueError(f"chunk_bytes must be positive, got {chunk_bytes}")
+        if columns is not None and format != "arrow":
+            raise ValueError("columns only applies to format='arrow'")
+        log_start = self.log_start_offset
+        leo = self.log_end_offset
+        start = log_start if start_offset is None else int(start_offset)
+        if not log_start <= start <= leo:
+            raise OffsetOutOfRangeError(
+                f"offset {start} is out of range [{log_start}, {leo}] of partition {self.topic}-{self.partition}"
+            )
+        upper = self.last_stable_offset if isolation == "read_committed" else self.high_watermark
+        if end_offset is not None:
+            upper = min(upper, int(end_offset))
+        aborted = []
+        if isolation == "read_committed" and start < upper:
+            aborted = self.aborted_transactions(start, upper, source=aborted_source)
+        return LogRead(self, start, max(upper, start), isolation, format, columns, aborted, chunk_bytes, large_binary)
+
+    def read_table(self, start_offset: int | None = None, end_offset: int | None = None, **kwargs):
+        """:meth:`read` with ``format="arrow"`` gathered into one ``pyarrow.Table``."""
+        import pyarrow as pa
+
+        from .._common import arrow_schema
+
+        r = self.read(start_offset, end_offset, format="arrow", **kwargs)
+        batches = [b.replace_schema_metadata(None) for b in r]
+        schema = arrow_schema(kwargs.get("columns"), kwargs.get("large_binary", False))
+        return pa.Table.from_batches(batches, schema=schema)
+
+    # -- lifecycle
+    def close(self):
+        for seg in self.segments:
+            seg.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# ------------------------------------------------------------------------------------------ opening
+def _checkpoints(log_dir: str) -> dict[str, dict]:
+    return {
+        name: read_checkpoint(os.path.join(log_dir, name))
+        for name in (REPLICATION_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT)
+    }
+
+
+def _partition_from(path, topic, partition, cps, codec, verify_crc):
+    key = (topic, partition)
+    return Partition(
+        path,
+        topic=topic,
+        partition=partition,
+        codec=codec,
+        verify_crc=verify_crc,
+        high_watermark=cps[REPLICATION_OFFSET_CHECKPOINT].get(key),
+        log_start_offset=cps[LOG_START_OFFSET_CHECKPOINT].get(key),
+        recovery_point=cps[RECOVERY_POINT_OFFSET_CHECKPOINT].get(key),
+    )
+
+
+def open_partition(path, *, codec=None, verify_crc: bool = True, checkpoints: bool = True) -> Partition:
+    """Open one ``<topic>-<partition>`` directory.
+
+    With ``checkpoints`` the high watermark and log start offset come from the checkpoint files in the
+    parent directory (the broker's log dir) when they list this partition.
+    """
+    path = os.fspath(path)
+    topic, partition = parse_partition_dir_name(path)
+    if checkpoints:
+        cps = _checkpoints(os.path.dirname(os.path.abspath(os.path.normpath(path))))
+    else:
+        cps = {REPLICATION_OFFSET_CHECKPOINT: {}, LOG_START_OFFSET_CHECKPOINT: {},
+               RECOVERY_POINT_OFFSET_CHECKPOINT: {}}  # fmt: skip
+    return _partition_from(path, topic, partition, cps, codec, verify_crc)
+
+
+class LogDir(dict):
+    """A broker log directory: ``{(topic, partition): Partition}`` plus the checkpoint files read."""
+
+    def __init__(self, path, partitions, checkpoints):
+        super().__init__(partitions)
+        self.path = path
+        self.checkpoints = checkpoints
+
+    def close(self):
+        for p in self.values():
+            p.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def open_log_dir(path, *, codec=None, verify_crc: bool = True) -> LogDir:
+    """Open every ``<topic>-<partition>`` directory of a broker log dir (others, e.g. ``-delete`` or
+    ``-future`` directories, are skipped)."""
+    path = os.fspath(path)
+    cps = _checkpoints(path)
+    parts = {}
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        if not os.path.isdir(full):
+            continue
+        m = _PARTITION_DIR_RE.match(name)
+        if not m:
+            continue
+        topic, partition = m.group(1), int(m.group(2))
+        parts[(topic, partition)] = _partition_from(full, topic, partition, cps, codec, verify_crc)
+    return LogDir(path, parts, cps)

@@ -1,0 +1,551 @@
+"""kafkatx.log.reader: partition directories built on disk, read back against an independent model."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import struct
+
+import pyarrow as pa
+import kafkatx
+import pytest
+
+from _log_build import PartitionBuilder, rec_tuple, standard_scenario
+from kafkatx.errors import CrcMismatchError, KafkaTxError
+from kafkatx.log import (
+    CorruptSegmentError,
+    LogInconsistencyError,
+    OffsetOutOfRangeError,
+    TruncatedTail,
+    open_log_dir,
+    open_partition,
+    write_checkpoint,
+)
+from kafkatx.txnindex import AbortedTxn, encode_txnindex, read_txnindex
+
+VECTORS = pathlib.Path(__file__).parent / "vectors"
+ISOLATIONS = ["read_committed", "read_uncommitted"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The standard scenario, written once (tests that modify files work on a copy)."""
+    b = PartitionBuilder(tmp_path_factory.mktemp("std"))
+    standard_scenario(b)
+    b.write()
+    return b
+
+
+def _copy(b, tmp_path):
+    dst = tmp_path / os.path.basename(b.dir)
+    shutil.copytree(b.dir, dst)
+    return str(dst)
+
+
+def _tuples(records):
+    return [rec_tuple(r) for r in records]
+
+
+# ------------------------------------------------------------------------------------ the scenario itself
+def test_scenario_has_the_shapes_the_tests_rely_on(built):
+    b = built
+    assert len(b.segs) >= 3
+    aborted_a = b.txns[0]
+    assert aborted_a["outcome"] == "abort"
+    assert b.segment_of(aborted_a["first"]) < b.segment_of(aborted_a["marker"])  # starts before its ABORT's segment
+    committed_c = next(t for t in b.txns if t["pid"] == 102 and t["outcome"] == "commit")
+    assert b.segment_of(committed_c["first"]) < b.segment_of(committed_c["marker"])
+    open_e = [t for t in b.txns if t["outcome"] is None]
+    assert len(open_e) == 1 and b.last_stable_offset() == open_e[0]["first"] < b.log_end_offset
+    assert any(r.offset > b.last_stable_offset() and r.txn is None for r in b.records)  # data beyond the LSO
+    assert any(s.aborted for s in b.segs) and not all(s.aborted for s in b.segs)
+    assert any(r.producer_id >= 0 and r.txn is None for r in b.records)  # idempotent producer
+
+
+# ------------------------------------------------------------------------------------ offsets
+def test_partition_offsets(built, codec):
+    p = open_partition(built.dir, codec=codec)
+    assert (p.topic, p.partition) == ("t", 0)
+    assert [s.base_offset for s in p.segments] == [s.base for s in built.segs]
+    assert p.log_start_offset == 0
+    assert p.log_end_offset == built.log_end_offset
+    assert p.high_watermark == built.log_end_offset
+    assert p.last_stable_offset == built.last_stable_offset()
+    assert p.open_transactions == {104: built.last_stable_offset()}
+    assert p.truncated_tails == []
+    assert [s.size for s in p.segments] == [len(s.data) for s in built.segs]
+    assert all(s.has_offset_index for s in p.segments)
+    assert [s.has_txn_index for s in p.segments] == [bool(s.aborted) for s in built.segs]
+    p.close()
+
+
+# ------------------------------------------------------------------------------------ reads vs the model
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_read_matches_model(built, codec, isolation):
+    with open_partition(built.dir, codec=codec) as p:
+        r = p.read(isolation=isolation)
+        got = list(r)
+        assert _tuples(got) == _tuples(built.expected(isolation))
+        upper = built.last_stable_offset() if isolation == "read_committed" else built.log_end_offset
+        assert r.upper_bound == upper
+        assert r.next_offset == upper
+        assert r.truncated_tails == [] and r.warnings == []
+        offsets = [x.offset for x in got]
+        assert offsets == sorted(set(offsets))
+
+
+def test_read_committed_hides_aborted_and_markers(built, codec):
+    with open_partition(built.dir, codec=codec) as p:
+        got = {r.offset for r in p.read()}
+    markers = {b.base_offset for b in built.batches if b.kind == "marker"}
+    assert not got & markers
+    for t in built.txns:
+        txn_offsets = {r.offset for r in built.records if r.txn is not None and built.txns[r.txn] is t}
+        assert txn_offsets
+        if t["outcome"] == "commit":
+            assert txn_offsets <= got
+        else:
+            assert not txn_offsets & got
+
+
+def test_read_uncommitted_shows_aborted_never_markers(built, codec):
+    with open_partition(built.dir, codec=codec) as p:
+        got = [r.offset for r in p.read(isolation="read_uncommitted")]
+    assert got == [r.offset for r in built.records]
+
+
+def test_aborted_transactions_collected_across_segments(built, codec):
+    """Starting inside transaction A (which began in segment 0) in its own segment still hides it."""
+    a = built.txns[0]
+    first_seg = built.segment_of(a["first"])
+    abort_seg = built.segment_of(a["marker"])
+    # a start offset in the segment of A's first batch but after it: A's ABORT is segments later
+    start = a["first"] + 2
+    assert built.segment_of(start) == first_seg < abort_seg
+    with open_partition(built.dir, codec=codec) as p:
+        r = p.read(start)
+        got = list(r)
+        assert (
+            AbortedTxn(100, a["first"], a["marker"], built.segs[abort_seg].aborted[0].last_stable_offset)
+            in r.aborted_transactions
+        )
+        assert _tuples(got) == _tuples(built.expected("read_committed", start=start))
+        assert any(rr.offset > start and rr.txn == 0 for rr in built.records)  # A has data after start
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_every_start_and_end_offset(built, codec, isolation):
+    """Every start offset (seeking with the .index) and a few end offsets match the model."""
+    leo = built.log_end_offset
+    with open_partition(built.dir, codec=codec) as p:
+        for start in range(0, leo + 1):
+            r = p.read(start, isolation=isolation)
+            assert _tuples(r) == _tuples(built.expected(isolation, start=start)), start
+            assert r.warnings == []
+        for start, end in [(0, 1), (5, 40), (37, 39), (40, 76), (60, 200), (90, 90), (90, 80)]:
+            got = _tuples(p.read(start, end, isolation=isolation))
+            assert got == _tuples(built.expected(isolation, start=start, end=end)), (start, end)
+
+
+def test_seek_uses_the_index_and_equals_a_scan(built, codec, tmp_path):
+    copy = _copy(built, tmp_path)
+    for f in os.listdir(copy):
+        if f.endswith(".index"):
+            os.remove(os.path.join(copy, f))
+    with open_partition(built.dir, codec=codec) as p, open_partition(copy, codec=codec) as q:
+        used = 0
+        for seg, model in zip(p.segments, built.segs):
+            for off, pos in model.index:
+                assert pos > 0 and seg.seek(off) == pos  # the entry (batch last offset, batch position)
+                used += 1
+        assert used >= 10
+        assert all(seg.seek(seg.base_offset + 5) == 0 for seg in q.segments)  # no index: segment start
+        for start in range(0, built.log_end_offset + 1, 3):
+            for iso in ISOLATIONS:
+                assert _tuples(p.read(start, isolation=iso)) == _tuples(q.read(start, isolation=iso))
+
+
+@pytest.mark.parametrize("how", ["mid_batch", "later_batch"])
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_untrusted_index_entry_falls_back_to_a_scan(built, codec, tmp_path, how, isolation):
+    copy = _copy(built, tmp_path)
+    seg0 = built.segs[0]
+    off, pos = seg0.index[2]
+    if how == "mid_batch":
+        bad = pos + 1
+    else:  # a real batch boundary, but of a batch holding later offsets only (a stale entry)
+        bad = next(b.position for b in built.batches if b.segment == 0 and b.base_offset > off + 3)
+    path = os.path.join(copy, os.path.basename(built.seg_path(0, ".index")))
+    with open(path, "r+b") as fh:
+        fh.seek(2 * 8)
+        fh.write(struct.pack(">ii", off - seg0.base, bad))
+    with open_partition(copy, codec=codec) as p:
+        r = p.read(off, isolation=isolation)
+        assert _tuples(r) == _tuples(built.expected(isolation, start=off))
+        if isolation == "read_uncommitted":  # read_committed knows every header already and needs no index
+            assert len(r.warnings) == 1 and path in r.warnings[0]
+            assert p.segments[0].seek(off) == 0
+
+
+# ------------------------------------------------------------------------------------ aborted sources
+def test_txnindex_removed_same_result_via_scan(built, codec, tmp_path):
+    copy = _copy(built, tmp_path)
+    removed = [f for f in os.listdir(copy) if f.endswith(".txnindex")]
+    assert len(removed) >= 2
+    for f in removed:
+        os.remove(os.path.join(copy, f))
+    expected = _tuples(built.expected("read_committed"))
+    with open_partition(copy, codec=codec) as p:
+        assert _tuples(p.read()) == expected
+        assert _tuples(p.read(aborted_source="scan")) == expected
+        # the files really mattered: trusting their absence shows aborted data
+        assert len(_tuples(p.read(aborted_source="txnindex"))) > len(expected)
+        with pytest.raises(LogInconsistencyError, match="transaction index is missing"):
+            p.read(aborted_source="cross-check")
+        per_segment = p.aborted_transactions_by_segment("scan")
+    assert per_segment == [s.aborted for s in built.segs]  # the broker's entries, LSO fields included
+
+
+@pytest.mark.parametrize("source", ["auto", "txnindex", "scan", "cross-check"])
+def test_all_sources_agree_on_a_sound_log(built, codec, source):
+    with open_partition(built.dir, codec=codec) as p:
+        for start in (0, 5, 40, 80):
+            r = p.read(start, aborted_source=source)
+            assert _tuples(r) == _tuples(built.expected("read_committed", start=start))
+
+
+def _doctor(copy, built, seg_index, fn):
+    path = os.path.join(copy, os.path.basename(built.seg_path(seg_index, ".txnindex")))
+    entries = read_txnindex(path)
+    with open(path, "wb") as fh:
+        fh.write(encode_txnindex(fn(entries)))
+    return path
+
+
+@pytest.mark.parametrize("how", ["first_offset", "dropped", "producer_id"])
+def test_cross_check_detects_a_doctored_txnindex(built, codec, tmp_path, how):
+    copy = _copy(built, tmp_path)
+    seg_i = next(i for i, s in enumerate(built.segs) if len(s.aborted) >= 2)
+    if how == "first_offset":
+        path = _doctor(copy, built, seg_i, lambda es: [es[0]._replace(first_offset=es[0].first_offset + 2)] + es[1:])
+    elif how == "dropped":
+        path = _doctor(copy, built, seg_i, lambda es: es[1:])
+    elif how == "producer_id":
+        path = _doctor(copy, built, seg_i, lambda es: [es[0]._replace(producer_id=999)] + es[1:])
+    with open_partition(copy, codec=codec) as p:
+        with pytest.raises(LogInconsistencyError) as ei:
+            p.read(aborted_source="cross-check")
+        assert isinstance(ei.value, KafkaTxError)
+        assert ei.value.file == path and path in str(ei.value)
+        # "auto" trusts the doctored file, so the check is what protects the reader
+        assert _tuples(p.read()) != _tuples(built.expected("read_committed"))
+
+
+def test_cross_check_detects_a_wrong_last_stable_offset_field(codec, tmp_path):
+    """Transaction X starts in segment 0 and is aborted in segment 2; Y is aborted in segment 1 while X
+    is open, so Y's entry has LSO = X's first offset and the broker's search goes on to segment 2.  An
+    entry claiming a huge LSO stops the search early and X's data would show."""
+    b = PartitionBuilder(tmp_path, segment_bytes=300)
+    x_first = b.data(2, pid=1, txn=True)
+    b.data(2)
+    b.roll()
+    b.data(1, pid=2, txn=True)
+    b.data(1, pid=1, txn=True)
+    b.marker(2, "abort")
+    b.roll()
+    b.data(1)
+    b.marker(1, "abort")
+    b.data(1)
+    b.write()
+    assert [s.aborted for s in b.segs] == [[], [AbortedTxn(2, 4, 6, x_first)], [AbortedTxn(1, x_first, 8, 9)]]
+    start = 4
+    with open_partition(b.dir, codec=codec) as p:
+        assert _tuples(p.read(start, aborted_source="cross-check")) == _tuples(b.expected(start=start))
+    path = _doctor(b.dir, b, 1, lambda es: [es[0]._replace(last_stable_offset=10**9)])
+    with open_partition(b.dir, codec=codec) as p:
+        assert _tuples(p.read(start)) != _tuples(b.expected(start=start))  # the doctored field matters
+        with pytest.raises(LogInconsistencyError, match="last_stable_offset"):
+            p.read(start, aborted_source="cross-check")
+        assert path
+
+
+# ------------------------------------------------------------------------------------ formats
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_arrow_equals_records(built, codec, isolation):
+    with open_partition(built.dir, codec=codec) as p:
+        for start, chunk in [(0, None), (0, 300), (41, 1), (77, 4096)]:
+            recs = list(p.read(start, isolation=isolation))
+            r = p.read(start, isolation=isolation, format="arrow", chunk_bytes=chunk)
+            batches = list(r)
+            assert all(isinstance(b, pa.RecordBatch) and b.num_rows for b in batches)
+            if chunk == 1:  # one batch per log batch with visible records, each within one segment
+                assert len(batches) > len(built.segs)
+            t = pa.Table.from_batches([b.replace_schema_metadata(None) for b in batches])
+            assert t.column("offset").to_pylist() == [x.offset for x in recs]
+            assert t.column("key").to_pylist() == [x.key for x in recs]
+            assert t.column("value").to_pylist() == [x.value for x in recs]
+            assert [int(ts.timestamp() * 1000) for ts in t.column("timestamp").to_pylist()] == [
+                x.timestamp for x in recs
+            ]
+            assert [[(h["key"], h["value"]) for h in hs] for hs in t.column("headers").to_pylist()] == [
+                [(k, v) for k, v in x.headers] for x in recs
+            ]
+            assert r.next_offset == (
+                built.last_stable_offset() if isolation == "read_committed" else built.log_end_offset
+            )
+        table = p.read_table(columns=["offset", "value"])
+        assert table.column_names == ["offset", "value"]
+        assert table.column("offset").to_pylist() == [x.offset for x in built.expected()]
+
+
+def test_batches_format_is_the_raw_fetch(built, codec):
+    with open_partition(built.dir, codec=codec) as p:
+        r = p.read(format="batches")
+        got = [(b.base_offset, b.last_offset, b.is_control) for b in r]
+        lso = built.last_stable_offset()
+        assert got == [(b.base_offset, b.last_offset, b.kind == "marker") for b in built.batches if b.base_offset < lso]
+        assert r.next_offset == lso
+        assert {(a.producer_id, a.first_offset) for a in r.aborted_transactions} == {
+            (t["pid"], t["first"]) for t in built.txns if t["outcome"] == "abort" and t["first"] < lso
+        }
+
+
+def test_bad_arguments(built, codec):
+    with open_partition(built.dir, codec=codec) as p:
+        with pytest.raises(OffsetOutOfRangeError):
+            p.read(built.log_end_offset + 1)
+        with pytest.raises(OffsetOutOfRangeError):
+            p.read(-1)
+        for kwargs in [
+            dict(isolation="x"),
+            dict(format="x"),
+            dict(aborted_source="x"),
+            dict(chunk_bytes=0),
+            dict(columns=["offset"]),
+        ]:
+            with pytest.raises(ValueError):
+                p.read(**kwargs)
+        assert list(p.read(built.log_end_offset)) == []
+
+
+# ------------------------------------------------------------------------------------ checkpoints, log dir
+def test_checkpoints_bound_the_reads(built, codec, tmp_path):
+    root = tmp_path / "logdir"
+    root.mkdir()
+    pdir = shutil.copytree(built.dir, root / "t-0")
+    shutil.copytree(built.dir, root / "t-0.abc123-delete")
+    (root / "other-7").mkdir()
+    a = built.txns[0]
+    hw = a["marker"]  # A's ABORT marker is not below the high watermark: A is still unstable
+    start = 2
+    write_checkpoint(root / "replication-offset-checkpoint", {("t", 0): hw, ("other", 7): 0})
+    write_checkpoint(root / "log-start-offset-checkpoint", {("t", 0): start})
+    with open_log_dir(root, codec=codec) as logs:
+        assert sorted(logs) == [("other", 7), ("t", 0)]
+        p = logs[("t", 0)]
+        assert p.high_watermark == hw and p.log_start_offset == start
+        assert p.last_stable_offset == built.last_stable_offset(hw) == a["first"]
+        assert _tuples(p.read(isolation="read_uncommitted")) == _tuples(
+            built.expected("read_uncommitted", start=start, high_watermark=hw)
+        )
+        assert _tuples(p.read()) == _tuples(built.expected("read_committed", start=start, high_watermark=hw))
+        with pytest.raises(OffsetOutOfRangeError):
+            p.read(start - 1)
+        assert logs[("other", 7)].segments == [] and logs[("other", 7)].log_end_offset == 0
+    q = open_partition(pdir, codec=codec)
+    assert q.high_watermark == hw
+    q.close()
+
+
+# ------------------------------------------------------------------------------------ damage
+def _cut_builder(tmp_path):
+    full = PartitionBuilder(tmp_path / "full")
+    n = standard_scenario(full)
+    full.write()
+    prefix = PartitionBuilder(tmp_path / "prefix")
+    standard_scenario(prefix, upto=n - 1)
+    last = full.batches[-1]
+    assert last.segment == len(full.segs) - 1 == len(prefix.segs) - 1  # no roll at the last batch
+    assert bytes(prefix.segs[-1].data) == bytes(full.segs[-1].data[: last.position])
+    return full, prefix, last
+
+
+def test_truncating_the_last_batch_at_every_byte(codec, tmp_path):
+    full, prefix, last = _cut_builder(tmp_path)
+    log = full.seg_path(len(full.segs) - 1)
+    original = pathlib.Path(log).read_bytes()
+    exp = {iso: _tuples(prefix.expected(iso)) for iso in ISOLATIONS}
+    assert exp["read_uncommitted"] != _tuples(full.expected("read_uncommitted"))
+    for cut in range(0, last.size):
+        with open(log, "wb") as fh:
+            fh.write(original[: last.position + cut])
+        with open_partition(full.dir, codec=codec) as p:
+            want = [TruncatedTail(log, last.position, cut)] if cut else []
+            assert p.truncated_tails == want
+            assert p.log_end_offset == prefix.log_end_offset
+            for iso in ISOLATIONS:
+                r = p.read(isolation=iso)
+                assert _tuples(r) == exp[iso], (cut, iso)
+                assert r.truncated_tails == want
+            assert list(p.read(last.base_offset, isolation="read_uncommitted")) == []
+
+
+def test_a_cut_inside_a_compressed_batch(codec, tmp_path):
+    b = PartitionBuilder(tmp_path)
+    b.data(3)
+    b.data(6, compression="zstd", value_size=30)
+    b.write()
+    last = b.batches[-1]
+    log = b.seg_path(0)
+    data = pathlib.Path(log).read_bytes()
+    for cut in (1, 11, 12, 61, last.size - 1):
+        with open(log, "wb") as fh:
+            fh.write(data[: last.position + cut])
+        with open_partition(b.dir, codec=codec) as p:
+            r = p.read(isolation="read_uncommitted", format="arrow")
+            assert pa.Table.from_batches(list(r)).column("offset").to_pylist() == [0, 1, 2]
+            assert r.truncated_tails == [TruncatedTail(log, last.position, cut)]
+
+
+def test_flipped_byte_in_a_middle_batch_raises_naming_file_and_position(built, codec, tmp_path):
+    copy = _copy(built, tmp_path)
+    mid_seg = 1
+    candidates = [b for b in built.batches if b.segment == mid_seg and b.kind == "data"]
+    batch = candidates[len(candidates) // 2]
+    nxt = next(b for b in built.batches if b.segment == mid_seg and b.position > batch.position)
+    log = os.path.join(copy, os.path.basename(built.seg_path(mid_seg)))
+    original = pathlib.Path(log).read_bytes()
+    checked = 0
+    # base offset (0-7), magic (16), CRC (17-20) and everything the CRC covers (21-)
+    for rel in list(range(0, 8)) + list(range(16, batch.size)):
+        data = bytearray(original)
+        data[batch.position + rel] ^= 0x5A
+        with open(log, "wb") as fh:
+            fh.write(data)
+        for iso in ISOLATIONS:
+            with open_partition(copy, codec=codec) as p:
+                with pytest.raises(KafkaTxError) as ei:
+                    list(p.read(isolation=iso))
+            err = ei.value
+            assert log in str(err), (rel, str(err))
+            assert err.file == log
+            assert batch.position <= err.position < nxt.position + nxt.size, (rel, err.position)
+            assert f"at byte {err.position}" in str(err)
+            if 17 <= rel < 21:
+                assert isinstance(err, CrcMismatchError) and err.position == batch.position
+            if rel < 8:
+                assert isinstance(err, CorruptSegmentError)
+            checked += 1
+    assert checked == 2 * (8 + batch.size - 16)
+
+
+def test_flipped_length_field_raises_or_is_reported(built, codec, tmp_path):
+    """A length field is not covered by the CRC: it either breaks the framing (raised) or, pointing past
+    the end of the file, looks like a cut (reported) -- never a silent success."""
+    copy = _copy(built, tmp_path)
+    batch = next(b for b in built.batches if b.segment == 1 and b.kind == "data" and b.position > 0)
+    log = os.path.join(copy, os.path.basename(built.seg_path(1)))
+    original = pathlib.Path(log).read_bytes()
+    for rel in range(8, 12):
+        for bit in (0x01, 0x40):
+            data = bytearray(original)
+            data[batch.position + rel] ^= bit
+            with open(log, "wb") as fh:
+                fh.write(data)
+            with open_partition(copy, codec=codec) as p:
+                try:
+                    r = p.read(isolation="read_uncommitted")
+                    list(r)
+                except KafkaTxError as exc:
+                    assert log in str(exc)
+                else:
+                    assert r.truncated_tails and r.truncated_tails[0].file == log
+                    assert r.truncated_tails[0].valid_bytes == batch.position
+
+
+# ------------------------------------------------------------------------------------ java golden
+def test_java_golden_segment(codec, tmp_path):
+    pdir = tmp_path / "t-0"
+    pdir.mkdir()
+    data = (VECTORS / "java-golden" / "segment_mixed.bin").read_bytes()
+    (pdir / "00000000000000000000.log").write_bytes(data)
+    storage = VECTORS / "java-storage" / "recover_segment_mixed"
+    shutil.copy(storage / "00000000000000000000.txnindex", pdir)
+    recorded = read_txnindex(storage / "00000000000000000000.txnindex")
+    desc = json.loads((VECTORS / "java-golden" / "segment_mixed.json").read_text())["description"]
+    assert "(1001, first 3, last 10, LSO 5), (1003, first 13, last 15, LSO 16)" in desc
+    assert [tuple(a)[:4] for a in recorded] == [(1001, 3, 10, 5), (1003, 13, 15, 16)]
+    expected = codec.decode_records(
+        data, isolation="read_committed", aborted_transactions=[(a.producer_id, a.first_offset) for a in recorded]
+    )
+    with open_partition(pdir, codec=codec) as p:
+        assert p.log_end_offset == 18 == json.loads((storage / "recover.json").read_text())["map_end_offset"]
+        assert p.aborted_transactions_by_segment("scan") == [recorded]  # the scan rebuilds Kafka's index
+        for source in ("auto", "txnindex", "scan", "cross-check"):
+            r = p.read(aborted_source=source)
+            got = list(r)
+            assert _tuples(got) == _tuples(expected)
+            assert sorted(r.aborted_transactions) == sorted(recorded)
+        t = p.read_table()
+        assert t.column("offset").to_pylist() == [x.offset for x in expected]
+        assert t.column("value").to_pylist() == [x.value for x in expected]
+    os.remove(pdir / "00000000000000000000.txnindex")
+    with open_partition(pdir, codec=codec) as p:
+        assert _tuples(p.read()) == _tuples(expected)
+
+
+def test_empty_and_missing(codec, tmp_path):
+    d = tmp_path / "empty-0"
+    d.mkdir()
+    with open_partition(d, codec=codec) as p:
+        assert p.segments == [] and p.log_end_offset == 0 and p.last_stable_offset == 0
+        assert list(p.read()) == []
+    b = PartitionBuilder(tmp_path / "x", topic="a-b-c", partition=12)
+    b.data(2)
+    b.roll()
+    b.write()
+    open(b.seg_path(1), "wb").close()  # an empty active segment
+    with open_partition(b.dir, codec=codec) as p:
+        assert (p.topic, p.partition) == ("a-b-c", 12)
+        assert p.log_end_offset == 2 and [x.offset for x in p.read()] == [0, 1]
+    with pytest.raises(ValueError):
+        open_partition(tmp_path / "x", codec=codec)
+
+
+def test_legacy_entries_before_a_format_upgrade(codec, tmp_path):
+    """Magic 0/1 entries (whose CRC the header scan does not check) followed by v2 batches."""
+    pdir = tmp_path / "old-0"
+    pdir.mkdir()
+    legacy = (VECTORS / "java-golden" / "legacy_v1_none.bin").read_bytes()  # offsets 10..12, three entries
+    wrapped = (VECTORS / "java-golden" / "legacy_v0_gzip.bin").read_bytes()  # offsets 10..12, one wrapper
+    b = kafkatx.BatchBuilder(base_offset=13, compression="gzip")
+    for i in range(3):
+        b.append(b"new-%d" % i, timestamp=1_700_000_000_000 + i)
+    data = legacy + b.build()
+    log = pdir / "00000000000000000010.log"
+    log.write_bytes(data)
+    expected = codec.decode_records(data)
+    assert [r.offset for r in expected] == [10, 11, 12, 13, 14, 15]
+    with open_partition(pdir, codec=codec) as p:
+        assert p.log_start_offset == 10 and p.log_end_offset == 16
+        for iso in ISOLATIONS:
+            assert _tuples(p.read(isolation=iso)) == _tuples(expected)
+            assert _tuples(p.read(11, isolation=iso)) == _tuples(expected[1:])
+        t = p.read_table()
+        assert t.column("offset").to_pylist() == [10, 11, 12, 13, 14, 15]
+        assert t.column("timestamp_type").to_pylist() == [0, 0, 0, 0, 0, 0]
+    bad = bytearray(data)
+    bad[77 + 35] ^= 0x01  # inside the value of the third legacy message (covered by its CRC-32)
+    log.write_bytes(bytes(bad))
+    for iso in ISOLATIONS:
+        for fmt in ("records", "arrow"):
+            with open_partition(pdir, codec=codec) as p:
+                with pytest.raises(CrcMismatchError) as ei:
+                    list(p.read(isolation=iso, format=fmt))
+            assert ei.value.file == str(log) and str(log) in str(ei.value) and ei.value.position == 77
+    log.write_bytes(wrapped)  # a compressed legacy wrapper
+    with open_partition(pdir, codec=codec) as p:
+        assert _tuples(p.read(isolation="read_uncommitted")) == _tuples(codec.decode_records(wrapped))
+        assert p.log_end_offset == 13

@@ -43,20 +43,21 @@ cdef extern from "Python.h":
     int PyBUF_READ
     bint PyBytes_CheckExact(object o)
 
-cdef extern from "crc32c.h" nogil:
-    uint32_t kx_crc32c(uint32_t crc, const void *buf, size_t len)
-    const char *kx_crc32c_impl_name()
-
-cdef extern from "hton.h" nogil:
-    int16_t kx_load_be_i16(const unsigned char *p)
-    int32_t kx_load_be_i32(const unsigned char *p)
-    int64_t kx_load_be_i64(const unsigned char *p)
-    uint32_t kx_load_be32(const unsigned char *p)
-    void kx_store_be16(unsigned char *p, uint16_t v)
-    void kx_store_be32(unsigned char *p, uint32_t v)
-    void kx_store_be64(unsigned char *p, uint64_t v)
-
 BACKEND = "cython"
+
+# the layout constants of _codec.pxd, for the test that keeps kafkatx._consts in step with them
+LAYOUT = {
+    "LOG_OVERHEAD": LOG_OVERHEAD, "MAGIC_OFFSET": MAGIC_OFFSET, "HEADER_SIZE_UP_TO_MAGIC": HEADER_SIZE_UP_TO_MAGIC,
+    "RECORD_OVERHEAD_V0": RECORD_OVERHEAD_V0, "LENGTH_OFFSET": LENGTH_OFFSET,
+    "PARTITION_LEADER_EPOCH_OFFSET": PARTITION_LEADER_EPOCH_OFFSET, "MAGIC_V2_OFFSET": MAGIC_V2_OFFSET,
+    "CRC_OFFSET": CRC_OFFSET, "ATTRIBUTES_OFFSET": ATTRIBUTES_OFFSET, "LAST_OFFSET_DELTA_OFFSET": LAST_OFFSET_DELTA_OFFSET,
+    "BASE_TIMESTAMP_OFFSET": BASE_TIMESTAMP_OFFSET, "MAX_TIMESTAMP_OFFSET": MAX_TIMESTAMP_OFFSET,
+    "PRODUCER_ID_OFFSET": PRODUCER_ID_OFFSET, "PRODUCER_EPOCH_OFFSET": PRODUCER_EPOCH_OFFSET,
+    "BASE_SEQUENCE_OFFSET": BASE_SEQUENCE_OFFSET, "RECORDS_COUNT_OFFSET": RECORDS_COUNT_OFFSET,
+    "RECORD_BATCH_OVERHEAD": RECORD_BATCH_OVERHEAD, "COMPRESSION_CODEC_MASK": COMPRESSION_CODEC_MASK,
+    "TIMESTAMP_TYPE_MASK": TIMESTAMP_TYPE_MASK, "TRANSACTIONAL_FLAG_MASK": TRANSACTIONAL_FLAG_MASK,
+    "CONTROL_FLAG_MASK": CONTROL_FLAG_MASK, "DELETE_HORIZON_FLAG_MASK": DELETE_HORIZON_FLAG_MASK,
+}
 CRC32C_IMPL = kx_crc32c_impl_name().decode()
 
 __all__ = [
@@ -64,35 +65,6 @@ __all__ = [
     "BatchBuilder", "iter_batches", "decode_records", "increment_sequence", "decrement_sequence", "scan_batches",
     "decode_arrow", "arrow_schema", "ARROW_COLUMNS", "encode_arrow",
 ]
-
-cdef enum:
-    # log framing (Records.java)
-    LOG_OVERHEAD = 12
-    MAGIC_OFFSET = 16
-    HEADER_SIZE_UP_TO_MAGIC = 17
-    RECORD_OVERHEAD_V0 = 14
-    # v2 header (DefaultRecordBatch.java), chained
-    LENGTH_OFFSET = 8
-    PARTITION_LEADER_EPOCH_OFFSET = LENGTH_OFFSET + 4
-    MAGIC_V2_OFFSET = PARTITION_LEADER_EPOCH_OFFSET + 4
-    CRC_OFFSET = MAGIC_V2_OFFSET + 1
-    ATTRIBUTES_OFFSET = CRC_OFFSET + 4
-    LAST_OFFSET_DELTA_OFFSET = ATTRIBUTES_OFFSET + 2
-    BASE_TIMESTAMP_OFFSET = LAST_OFFSET_DELTA_OFFSET + 4
-    MAX_TIMESTAMP_OFFSET = BASE_TIMESTAMP_OFFSET + 8
-    PRODUCER_ID_OFFSET = MAX_TIMESTAMP_OFFSET + 8
-    PRODUCER_EPOCH_OFFSET = PRODUCER_ID_OFFSET + 8
-    BASE_SEQUENCE_OFFSET = PRODUCER_EPOCH_OFFSET + 2
-    RECORDS_COUNT_OFFSET = BASE_SEQUENCE_OFFSET + 4
-    RECORD_BATCH_OVERHEAD = RECORDS_COUNT_OFFSET + 4
-    # attributes
-    COMPRESSION_CODEC_MASK = 0x07
-    TIMESTAMP_TYPE_MASK = 0x08
-    TRANSACTIONAL_FLAG_MASK = 0x10
-    CONTROL_FLAG_MASK = 0x20
-    DELETE_HORIZON_FLAG_MASK = 0x40
-    # CRC and scans release the GIL above this many bytes
-    NOGIL_THRESHOLD = 16384
 
 cdef int32_t INT32_MAX_ = 2147483647
 
@@ -303,22 +275,6 @@ cdef inline Py_ssize_t varlong_size(int64_t v) noexcept nogil:
 
 
 # --------------------------------------------------------------------------------------- the header
-cdef struct Header:
-    int64_t base_offset
-    int32_t batch_length
-    int32_t partition_leader_epoch
-    int8_t magic
-    uint32_t crc
-    uint16_t attributes
-    int32_t last_offset_delta
-    int64_t base_timestamp
-    int64_t max_timestamp
-    int64_t producer_id
-    int16_t producer_epoch
-    int32_t base_sequence
-    int32_t records_count
-
-
 cdef inline void read_header(const uint8_t *p, Header *h) noexcept nogil:
     h.base_offset = kx_load_be_i64(p)
     h.batch_length = kx_load_be_i32(p + LENGTH_OFFSET)
@@ -1276,7 +1232,7 @@ cdef class BatchBuilder:
         self._max_ts = -1
         self._has_first_ts = delete_horizon_ms is not None
         self._first_ts = delete_horizon_ms if delete_horizon_ms is not None else 0
-        self._cap = 4096
+        self._cap = 65536  # most producer batches fit without a reallocation
         self._buf = <uint8_t *>malloc(self._cap)
         if self._buf == NULL:
             raise MemoryError()

@@ -1,0 +1,63 @@
+# Declarations of the compiled codec: the C helpers it links, the byte layout of a v2 batch header, and
+# the constants of Kafka's formats (named, chained offsets as in DefaultRecordBatch.java).
+
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+cdef extern from "crc32c.h" nogil:
+    uint32_t kx_crc32c(uint32_t crc, const void *buf, size_t len)
+    const char *kx_crc32c_impl_name()
+
+cdef extern from "hton.h" nogil:
+    int16_t kx_load_be_i16(const unsigned char *p)
+    int32_t kx_load_be_i32(const unsigned char *p)
+    int64_t kx_load_be_i64(const unsigned char *p)
+    uint32_t kx_load_be32(const unsigned char *p)
+    void kx_store_be16(unsigned char *p, uint16_t v)
+    void kx_store_be32(unsigned char *p, uint32_t v)
+    void kx_store_be64(unsigned char *p, uint64_t v)
+
+
+cdef enum:
+    # log framing (Records.java)
+    LOG_OVERHEAD = 12
+    MAGIC_OFFSET = 16
+    HEADER_SIZE_UP_TO_MAGIC = 17
+    RECORD_OVERHEAD_V0 = 14
+    # v2 header (DefaultRecordBatch.java), chained
+    LENGTH_OFFSET = 8
+    PARTITION_LEADER_EPOCH_OFFSET = LENGTH_OFFSET + 4
+    MAGIC_V2_OFFSET = PARTITION_LEADER_EPOCH_OFFSET + 4
+    CRC_OFFSET = MAGIC_V2_OFFSET + 1
+    ATTRIBUTES_OFFSET = CRC_OFFSET + 4
+    LAST_OFFSET_DELTA_OFFSET = ATTRIBUTES_OFFSET + 2
+    BASE_TIMESTAMP_OFFSET = LAST_OFFSET_DELTA_OFFSET + 4
+    MAX_TIMESTAMP_OFFSET = BASE_TIMESTAMP_OFFSET + 8
+    PRODUCER_ID_OFFSET = MAX_TIMESTAMP_OFFSET + 8
+    PRODUCER_EPOCH_OFFSET = PRODUCER_ID_OFFSET + 8
+    BASE_SEQUENCE_OFFSET = PRODUCER_EPOCH_OFFSET + 2
+    RECORDS_COUNT_OFFSET = BASE_SEQUENCE_OFFSET + 4
+    RECORD_BATCH_OVERHEAD = RECORDS_COUNT_OFFSET + 4
+    # attributes
+    COMPRESSION_CODEC_MASK = 0x07
+    TIMESTAMP_TYPE_MASK = 0x08
+    TRANSACTIONAL_FLAG_MASK = 0x10
+    CONTROL_FLAG_MASK = 0x20
+    DELETE_HORIZON_FLAG_MASK = 0x40
+    # CRC and scans release the GIL above this many bytes
+    NOGIL_THRESHOLD = 16384
+
+
+cdef struct Header:
+    int64_t base_offset
+    int32_t batch_length
+    int32_t partition_leader_epoch
+    int8_t magic
+    uint32_t crc
+    uint16_t attributes
+    int32_t last_offset_delta
+    int64_t base_timestamp
+    int64_t max_timestamp
+    int64_t producer_id
+    int16_t producer_epoch
+    int32_t base_sequence
+    int32_t records_count

@@ -1,0 +1,65 @@
+"""The backend choice, and the constants both backends agree on."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import load_backend
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_layout_constants_match_the_compiled_enums():
+    from kafkatx import _consts
+
+    layout = load_backend("cython").LAYOUT
+    assert layout, "the compiled codec exports its layout constants"
+    for name, value in layout.items():
+        mirror = {"LENGTH_OFFSET": "SIZE_OFFSET"}.get(name, name)
+        assert getattr(_consts, mirror) == value, name
+    # the chained offsets end at the 61-byte header Kafka documents
+    assert layout["RECORD_BATCH_OVERHEAD"] == 61
+    assert layout["ATTRIBUTES_OFFSET"] == 21
+
+
+def test_backend_names():
+    assert load_backend("cython").BACKEND == "cython"
+    assert load_backend("python").BACKEND == "python"
+
+
+def test_both_backends_export_the_same_names():
+    c, p = load_backend("cython"), load_backend("python")
+    assert sorted(c.__all__) == sorted(p.__all__)
+    for name in c.__all__:
+        assert hasattr(c, name) and hasattr(p, name), name
+
+
+def _run(code: str, **env):
+    full = dict(os.environ, **env)
+    full["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(ROOT, "src"), full.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120)
+
+
+@pytest.mark.parametrize("value, expected", [("1", "python"), ("0", "cython"), ("", "cython")])
+def test_no_extensions_switch(value, expected):
+    r = _run("import kafkatx; print(kafkatx.BACKEND, kafkatx.iter_batches.__module__)", KAFKATX_NO_EXTENSIONS=value)
+    assert r.returncode == 0, r.stderr
+    backend, module = r.stdout.split()
+    assert backend == expected
+    assert module == ("kafkatx._codec_py" if expected == "python" else "kafkatx._codec")
+
+
+def test_missing_extension_is_an_import_error_not_a_silent_fallback():
+    code = (
+        "import sys; sys.modules['kafkatx._codec'] = None\n"
+        "try:\n    import kafkatx\nexcept ImportError as e:\n    print('ImportError:', e)\n"
+        "else:\n    print('imported', kafkatx.BACKEND)\n"
+    )
+    r = _run(code, KAFKATX_NO_EXTENSIONS="")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ImportError:"), r.stdout
+    assert "KAFKATX_NO_EXTENSIONS=1" in r.stdout

@@ -200,8 +200,8 @@ cdef class _Columns:
             g_i64(&self.offset, offset)
         if want & COL_TIMESTAMP:
             g_i64(&self.timestamp, ts)
-            bit_set(&self.ts_valid, i, ts >= 0)
-            if ts < 0:
+            bit_set(&self.ts_valid, i, ts != -1)  # -1 is Kafka's "no timestamp"; others are real instants
+            if ts == -1:
                 self.ts_nulls += 1
         if want & COL_TIMESTAMP_TYPE:
             g_i8(&self.ts_type, ts_type)
@@ -343,6 +343,8 @@ cdef object _take(Grow *g):
     if g.buf == NULL:
         return _pa.py_buffer(b"")
     b = <object>g.buf
+    if g.cap - n > 65536 and g.cap > 2 * n:
+        b.resize(n, shrink_to_fit=True)  # do not pin twice the memory the column needs
     g_release(g)
     return b.slice(0, n)
 
@@ -437,4 +439,6 @@ cdef int _want_bits(object columns) except -1:
             bits |= _COLUMN_BITS[c]
         except KeyError:
             raise ValueError(f"unknown column {c!r}; columns are {', '.join(ARROW_COLUMNS)}") from None
+    if not bits:
+        raise ValueError("columns must name at least one column")
     return bits

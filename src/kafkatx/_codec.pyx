@@ -25,7 +25,7 @@ import time
 
 from . import _control, _legacy
 from . import compression as _compression
-from ._common import (ARROW_COLUMNS, RecordList, arrow_schema, check_builder_args, isolation_flag,
+from ._common import (ARROW_COLUMNS, RecordList, arrow_schema, check_builder_args, encode_table, isolation_flag,
                       timestamp_type_bits)
 from ._common import as_bytes as _as_bytes, as_headers as _as_headers
 from ._consts import COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
@@ -1672,44 +1672,27 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
     cdef bytes hb = None
     cdef const uint8_t *kp
     cdef const uint8_t *vp
-    if records_per_batch < 1:
-        raise InvalidAppendError(f"records_per_batch must be at least 1, got {records_per_batch}")
     kv.valid = NULL
     kv.offsets = NULL
     kv.data = NULL
     kv.shift = 0
-    if isinstance(table, pa.RecordBatch):
-        table = pa.Table.from_batches([table])
+    table, tcol, header_rows = encode_table(table, records_per_batch)
     names = set(table.column_names)
-    if "value" not in names:
-        raise InvalidAppendError("encode_arrow needs a 'value' column")
-    unknown = names - {"value", "key", "timestamp", "headers", "offset", "timestamp_type", "producer_id",
-                       "producer_epoch", "sequence", "is_transactional"}
-    if unknown:
-        raise InvalidAppendError(f"encode_arrow does not know the column(s) {sorted(unknown)}")
     n = table.num_rows
     _large_binary_column(pa, table, "value", &vv, keep)
     has_key = "key" in names
     if has_key:
         _large_binary_column(pa, table, "key", &kv, keep)
-    has_ts = "timestamp" in names
+    has_ts = tcol is not None
     if has_ts:
-        tcol = table.column("timestamp").combine_chunks()
-        if pa.types.is_timestamp(tcol.type):
-            tcol = tcol.cast(pa.timestamp("ms", tz=tcol.type.tz)).view(pa.int64())
-        elif not pa.types.is_integer(tcol.type):
-            raise InvalidAppendError(f"column 'timestamp' must be a timestamp or int64 milliseconds, got {tcol.type}")
-        else:
-            tcol = tcol.cast(pa.int64())
         keep.append(tcol)
         tb = tcol.buffers()
         ts_valid = <const uint8_t *><Py_ssize_t>tb[0].address if tb[0] is not None and tcol.null_count else NULL
         ts_ptr = <const int64_t *><Py_ssize_t>tb[1].address
         ts_shift = tcol.offset
-    has_headers = "headers" in names
+    has_headers = header_rows is not None
     if has_headers:
-        header_bytes = [_encode_headers([(h["key"], h["value"]) for h in hs]) if hs else None
-                        for hs in table.column("headers").to_pylist()]
+        header_bytes = [_encode_headers(hs) if hs else None for hs in header_rows]
     default_ts = int(time.time() * 1000) if timestamp is None else timestamp
     check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
                        partition_leader_epoch, None)

@@ -16,6 +16,7 @@ from ._common import (
     ARROW_COLUMNS,
     RecordList,
     arrow_schema,
+    encode_table,
     as_bytes,
     as_headers,
     check_builder_args,
@@ -749,7 +750,7 @@ def _to_arrow(pairs, schema, large_binary, res):
     limit = None if large_binary else INT32_MAX
     getters = {
         "offset": lambda r, b: r.offset,
-        "timestamp": lambda r, b: r.timestamp if r.timestamp >= 0 else None,
+        "timestamp": lambda r, b: r.timestamp if r.timestamp != -1 else None,
         "timestamp_type": lambda r, b: -1 if b.magic == 0 else (1 if b.attributes & TIMESTAMP_TYPE_MASK else 0),
         "key": lambda r, b: r.key,
         "value": lambda r, b: r.value,
@@ -1005,28 +1006,14 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
     """Encode the rows of a ``pyarrow.Table``/``RecordBatch`` as consecutive v2 record batches."""
     import pyarrow as pa
 
-    if records_per_batch < 1:
-        raise InvalidAppendError(f"records_per_batch must be at least 1, got {records_per_batch}")
-    if isinstance(table, pa.RecordBatch):
-        table = pa.Table.from_batches([table])
+    table, tcol, header_rows = encode_table(table, records_per_batch)
     names = set(table.column_names)
-    if "value" not in names:
-        raise InvalidAppendError("encode_arrow needs a 'value' column")
-    unknown = names - set(ARROW_COLUMNS)
-    if unknown:
-        raise InvalidAppendError(f"encode_arrow does not know the column(s) {sorted(unknown)}")
     check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
                        partition_leader_epoch, None)  # fmt: skip
 
     def column(name):
         col = table.column(name)
         t = col.type
-        if name == "timestamp":
-            if pa.types.is_timestamp(t):
-                col = col.cast(pa.timestamp("ms", tz=t.tz)).cast(pa.int64())
-            elif not pa.types.is_integer(t):
-                raise InvalidAppendError(f"column 'timestamp' must be a timestamp or int64 milliseconds, got {t}")
-            return [-1 if v is None else int(v) for v in col.to_pylist()]
         if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
             return [None if v is None else v.encode("utf-8") for v in col.to_pylist()]
         if not (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
@@ -1038,12 +1025,8 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
     values = column("value")
     keys = column("key") if "key" in names else [None] * n
     default_ts = int(time.time() * 1000) if timestamp is None else timestamp
-    stamps = column("timestamp") if "timestamp" in names else [default_ts] * n
-    headers = (
-        [[(h["key"], h["value"]) for h in hs] if hs else () for hs in table.column("headers").to_pylist()]
-        if "headers" in names
-        else [()] * n
-    )
+    stamps = [-1 if v is None else v for v in tcol.to_pylist()] if tcol is not None else [default_ts] * n
+    headers = [hs or () for hs in header_rows] if header_rows is not None else [()] * n
     for i, ts in enumerate(stamps):
         if ts < 0 and ts != -1:
             raise InvalidAppendError(f"invalid negative timestamp {ts} in row {i}")

@@ -144,8 +144,74 @@ def arrow_schema(columns=None, large_binary: bool = False, binary_view: bool = F
         names = ARROW_COLUMNS
     else:
         wanted = set(columns)
+        if not wanted:
+            raise ValueError("columns must name at least one column")
         unknown = wanted - set(ARROW_COLUMNS)
         if unknown:
             raise ValueError(f"unknown column(s) {sorted(unknown)}; columns are {', '.join(ARROW_COLUMNS)}")
         names = [c for c in ARROW_COLUMNS if c in wanted]
     return pa.schema([fields[c] for c in names])
+
+
+ENCODE_COLUMNS = frozenset(ARROW_COLUMNS)
+
+
+def encode_table(table, records_per_batch):
+    """Check the input of ``encode_arrow``; returns ``(table, timestamps, header_rows)``.
+
+    ``timestamps`` is an int64 array of milliseconds (nulls stay null) or None without a timestamp
+    column; ``header_rows`` a list with, per row, a list of ``(key, value)`` pairs or None.
+    """
+    import pyarrow as pa
+
+    if not isinstance(records_per_batch, int) or records_per_batch < 1:
+        raise InvalidAppendError(f"records_per_batch must be a positive integer, got {records_per_batch!r}")
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    if not isinstance(table, pa.Table):
+        raise TypeError(f"encode_arrow takes a pyarrow.Table or RecordBatch, got {type(table).__name__}")
+    names = set(table.column_names)
+    if "value" not in names:
+        raise InvalidAppendError("encode_arrow needs a 'value' column")
+    unknown = names - ENCODE_COLUMNS
+    if unknown:
+        raise InvalidAppendError(f"encode_arrow does not know the column(s) {sorted(unknown)}")
+    stamps = None
+    if "timestamp" in names:
+        col = table.column("timestamp").combine_chunks()
+        t = col.type
+        if pa.types.is_timestamp(t):
+            # finer units are floored to Kafka's milliseconds
+            col = col.cast(pa.timestamp("ms", tz=t.tz), safe=False).view(pa.int64())
+        elif pa.types.is_integer(t):
+            try:
+                col = col.cast(pa.int64())
+            except pa.ArrowInvalid as exc:
+                raise InvalidAppendError(f"column 'timestamp' does not fit int64 milliseconds: {exc}") from None
+        else:
+            raise InvalidAppendError(f"column 'timestamp' must be a timestamp or int64 milliseconds, got {t}")
+        stamps = col
+    header_rows = None
+    if "headers" in names:
+        t = table.column("headers").type
+        ok = (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_struct(t.value_type)
+        fields = {f.name: f.type for f in t.value_type} if ok else {}
+        text_or_binary = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
+        if not ok or set(fields) != {"key", "value"} or not any(f(fields["key"]) for f in text_or_binary[:2]) \
+                or not any(f(fields["value"]) for f in text_or_binary):  # fmt: skip
+            raise InvalidAppendError(
+                f"column 'headers' must be list<struct<key: string, value: binary>>, got {t}"
+            )
+        header_rows = []
+        for row, hs in enumerate(table.column("headers").to_pylist()):
+            if not hs:
+                header_rows.append(None)
+                continue
+            pairs = []
+            for h in hs:
+                if h is None or h["key"] is None:
+                    raise InvalidAppendError(f"row {row} has a null header (or header key)")
+                v = h["value"]
+                pairs.append((h["key"], v.encode("utf-8") if isinstance(v, str) else v))
+            header_rows.append(pairs)
+    return table, stamps, header_rows

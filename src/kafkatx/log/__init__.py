@@ -2,6 +2,8 @@
 
 ``kafkatx.log.index``: offset / time indexes, segment file names, checkpoint files.
 ``kafkatx.log.reader``: :func:`open_partition`, :func:`open_log_dir`, :class:`Partition` reads.
+``kafkatx.log.writer``: :class:`PartitionWriter`, appending like a broker leader (and recovering like one).
+``kafkatx.log.generate``: :func:`generate`, a realistic exactly-once workload with a manifest of what to expect.
 """
 
 from __future__ import annotations
@@ -44,7 +46,17 @@ from .reader import (
     parse_partition_dir_name,
 )
 
-# (writer / generate exports are added here by the lead engineer)
+from .writer import (
+    AppendInfo,
+    LogClosedError,
+    LogWriterError,
+    PartitionWriter,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    RecoveryInfo,
+    UnexpectedAppendOffsetError,
+)
+from .generate import Manifest, generate, main_generate, record_checksum  # noqa: E402  (generate imports txncoord lazily)
 
 __all__ = [
     "DEFAULT_MAX_INDEX_SIZE",
@@ -80,4 +92,16 @@ __all__ = [
     "open_log_dir",
     "open_partition",
     "parse_partition_dir_name",
+    "AppendInfo",
+    "LogClosedError",
+    "LogWriterError",
+    "PartitionWriter",
+    "RecordBatchTooLargeError",
+    "RecordTooLargeError",
+    "RecoveryInfo",
+    "UnexpectedAppendOffsetError",
+    "Manifest",
+    "generate",
+    "main_generate",
+    "record_checksum",
 ]

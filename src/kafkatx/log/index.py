@@ -283,14 +283,17 @@ class _Index:
         self._truncate_to_entries(0)
         self.resize(self.max_index_size)
 
-    def close(self) -> None:
-        """Trim the file to its entries (writable indexes, as Kafka's ``close``) and release it."""
+    def close(self, *, fsync: bool = True) -> None:
+        """Trim the file to its entries (writable indexes, as Kafka's ``close``) and release it.
+
+        ``fsync=False`` skips the flush (a segment roll: the data is flushed later, as Kafka does)."""
         if self._closed:
             return
         if self._fd is not None:
             try:
                 self._resize(self._n * self.ENTRY_SIZE)
-                os.fsync(self._fd)
+                if fsync:
+                    os.fsync(self._fd)
             finally:
                 os.close(self._fd)
                 self._fd = None

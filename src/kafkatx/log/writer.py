@@ -1,0 +1,1086 @@
+"""Append to a Kafka partition directory the way a broker's partition leader does.
+
+:class:`PartitionWriter` owns one ``<topic>-<partition>`` directory and writes exactly the files a broker
+writes there (``storage/.../log/UnifiedLog``, ``LocalLog``, ``LogSegment``, ``LogLoader``,
+``LogValidator``, ``ProducerStateManager``; kafka-format.md sections 2, 7, 8, 11):
+
+* ``<base>.log`` segments of v2 record batches.  A client batch is validated as ``LogValidator`` does for
+  a Produce request (one v2 batch, CRC, ``count > 0``, offsets ``0..count-1``, no control batches,
+  ``producerId >= 0`` needs ``baseSequence >= 0``), run through the producer-state checks (duplicate,
+  epoch, sequence, transaction state) *before anything is written*, then given its offsets by rewriting
+  ``baseOffset`` and stamping ``partitionLeaderEpoch`` -- both outside the CRC, so the CRC is not
+  recomputed.  The only header rewrites that do touch CRC-covered bytes are Kafka's own: ``maxTimestamp``
+  set to the records' real maximum (CreateTime), or the LogAppendTime stamp.
+* ``<base>.index`` / ``<base>.timeindex`` (:mod:`kafkatx.log.index`): ``LogSegment.append`` adds an entry
+  ``(batch last offset -> batch position)`` and a time entry ``(max timestamp so far, its batch's last
+  offset)`` when more than ``index_interval_bytes`` were appended since the last entry.  On roll and on
+  close the time index gets a last entry for the segment's maximum timestamp and both files are trimmed.
+* ``<base>.txnindex``: one ``AbortedTxn(pid, first offset, marker offset, LSO)`` per ABORT marker that
+  ends a transaction with data in this partition, in the segment holding the marker, with the section
+  7.2 last stable offset (computed by :class:`kafkatx.producer_state.ProducerStateManager`).
+* ``<offset>.snapshot``: the producer state when a segment rolls (named after the new segment's base
+  offset) and at close (named after the log end offset), as ``UnifiedLog.roll`` / ``close`` do.
+* ``leader-epoch-checkpoint``: ``epoch start-offset`` lines, updated when a new leader epoch first
+  appends (``LeaderEpochFileCache.assign``).
+
+Reopening a directory recovers it like ``LogLoader`` after an unclean shutdown: stray temporary and
+orphaned index files are removed; every batch of the last segment is validated (framing, CRC, offsets)
+and a torn or corrupt tail is cut off (bytes before it are never rewritten); the last segment's indexes
+are rebuilt (so no entry points past the end) and any other segment's missing or unsound index is
+rebuilt from its log; the newest readable snapshot at or below the last segment's base offset is
+loaded (corrupt ones are deleted, as the broker does) and the batches after it are replayed with
+``origin="replication"`` semantics to restore producer state and open transactions; the ``.txnindex``
+of every replayed segment is brought in line with the replay (kept where it agrees, cut where it runs
+past the log end, completed where an entry is missing); snapshots beyond the log end are deleted.
+What happened is in :attr:`PartitionWriter.recovery`.
+
+Not modelled: replication (the high watermark is the log end offset), retention and compaction,
+KIP-890 transaction verification, message format conversion.  A writer is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import time
+from typing import NamedTuple
+
+from .._backend import codec as _default_codec
+from ..errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    CorruptSnapshotError,
+    CrcMismatchError,
+    InvalidRecordError,
+    KafkaTxError,
+    UnsupportedCompressionError,
+)
+from ..producer_state import (
+    ORIGIN_CLIENT,
+    ORIGIN_COORDINATOR,
+    ORIGIN_REPLICATION,
+    CompletedTxn,
+    ProducerStateManager,
+    rebuild_from_log,
+)
+from ..transactions import encode_marker
+from ..txnindex import TransactionIndex, read_txnindex, write_txnindex
+from .reader import parse_partition_dir_name
+from .index import (
+    DEFAULT_MAX_INDEX_SIZE,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    OffsetIndex,
+    TimeIndex,
+    parse_segment_file_name,
+    segment_file_name,
+)
+
+__all__ = [
+    "PartitionWriter",
+    "AppendInfo",
+    "RecoveryInfo",
+    "LogWriterError",
+    "RecordTooLargeError",
+    "RecordBatchTooLargeError",
+    "UnexpectedAppendOffsetError",
+    "LogClosedError",
+    "LEADER_EPOCH_CHECKPOINT",
+    "DEFAULT_SEGMENT_BYTES",
+    "DEFAULT_INDEX_INTERVAL_BYTES",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+]
+
+DEFAULT_SEGMENT_BYTES = 1 << 30  # log.segment.bytes
+DEFAULT_INDEX_INTERVAL_BYTES = 4096  # log.index.interval.bytes
+DEFAULT_MAX_MESSAGE_BYTES = 1048588  # message.max.bytes (1 MiB + 12)
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+INT32_MAX = 2147483647
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # bytes 0..15: baseOffset, batchLength, partitionLeaderEpoch
+_ATTRS_AT = struct.Struct(">h")
+_MAXTS_AT = struct.Struct(">q")
+_CRC_AT = struct.Struct(">I")
+_I32 = struct.Struct(">i")
+_HEADER_SIZE = 61
+_CONTROL = 0x20
+_TRANSACTIONAL = 0x10
+_LOG_APPEND_TIME = 0x08
+_ORIGINS = (ORIGIN_CLIENT, ORIGIN_COORDINATOR, ORIGIN_REPLICATION)
+
+
+# ------------------------------------------------------------------------------------------- errors
+class LogWriterError(KafkaTxError):
+    """Base of the errors only the writer raises."""
+
+
+class RecordTooLargeError(LogWriterError, ValueError):
+    """A batch larger than ``max_message_bytes`` (Kafka's RecordTooLargeException, MESSAGE_TOO_LARGE)."""
+
+
+class RecordBatchTooLargeError(LogWriterError, ValueError):
+    """A batch larger than a whole segment (Kafka's RecordBatchTooLargeException)."""
+
+
+class UnexpectedAppendOffsetError(LogWriterError, ValueError):
+    """A replicated batch whose offsets do not continue the log (Kafka's UnexpectedAppendOffsetException /
+    OffsetsOutOfOrderException)."""
+
+
+class LogClosedError(LogWriterError):
+    """The writer was closed."""
+
+
+# ------------------------------------------------------------------------------------------- results
+class AppendInfo(NamedTuple):
+    """What an append did (Kafka's ``LogAppendInfo``, trimmed).
+
+    For a duplicate (``duplicate`` True) nothing was written: ``first_offset`` / ``last_offset`` /
+    ``max_timestamp`` are those of the original batch, ``size_in_bytes`` is 0 and ``position`` and
+    ``segment_base_offset`` are -1.  ``log_append_time`` is -1 unless the writer stamps LogAppendTime.
+    ``completed_txn`` is set when an appended marker ended a transaction (with its last stable offset).
+    """
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+    duplicate: bool
+    max_timestamp: int = -1
+    records_count: int = 0
+    size_in_bytes: int = 0
+    segment_base_offset: int = -1
+    position: int = -1
+    completed_txn: CompletedTxn | None = None
+
+
+class RecoveryInfo(NamedTuple):
+    """What opening an existing directory found and repaired."""
+
+    segments: int
+    truncated_bytes: int  # bytes cut from the end of the last segment (torn or corrupt tail)
+    truncated_at: int  # byte position of the cut in the last segment (its valid size)
+    rebuilt_indexes: tuple  # paths of .index / .timeindex files rebuilt from their log
+    repaired_txn_indexes: tuple  # paths of .txnindex files changed to agree with the log
+    snapshot_offset: int | None  # offset of the snapshot the producer state was loaded from
+    replayed_from: int  # first offset replayed into the producer state
+    replayed_batches: int
+    deleted_files: tuple  # stray temporary / orphaned / corrupt / out-of-range files removed
+
+
+def _default_clock() -> int:
+    return int(time.time() * 1000)
+
+
+def _resolve_codec(codec):
+    if codec is None:
+        return _default_codec
+    if isinstance(codec, str):
+        import importlib
+
+        names = {"cython": "kafkatx._codec", "python": "kafkatx._codec_py"}
+        if codec not in names:
+            raise ValueError(f"codec must be 'cython', 'python' or a codec module, got {codec!r}")
+        return importlib.import_module(names[codec])
+    return codec
+
+
+def _write_all(fd, data) -> None:
+    view = memoryview(data)
+    while view.nbytes:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _fsync_dir(directory) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory descriptors
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def _read_leader_epochs(path) -> list[tuple[int, int]]:
+    """Entries of a ``leader-epoch-checkpoint`` (version 0, count, ``epoch start_offset`` lines)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().split("\n")
+    except (FileNotFoundError, UnicodeDecodeError):
+        return []
+    try:
+        if lines[0].strip() != "0":
+            return []
+        count = int(lines[1])
+        out = []
+        for line in lines[2 : 2 + count]:
+            epoch, offset = line.split()
+            out.append((int(epoch), int(offset)))
+        return out if len(out) == count else []
+    except (IndexError, ValueError):
+        return []
+
+
+def _close_index(idx, fsync):
+    """Trim and close an index; without ``fsync`` skip the flush (a roll: Kafka flushes later, if at all)."""
+    idx.close(fsync=fsync)
+
+
+# ------------------------------------------------------------------------------------------- segment
+class _Segment:
+    """The active segment: its log descriptor, its writable indexes and LogSegment's counters."""
+
+    __slots__ = ("base_offset", "dir", "log_path", "fd", "size", "index", "timeindex", "txnindex", "max_ts",
+                 "offset_of_max_ts", "bytes_since_index", "rolling_ts")  # fmt: skip
+
+    def __init__(self, directory, base_offset, max_index_size, size=0):
+        self.base_offset = base_offset
+        self.dir = directory
+        self.log_path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
+        self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self.size = size
+        self.index = OffsetIndex(self.path(INDEX_SUFFIX), base_offset, max_index_size=max_index_size, writable=True)
+        self.timeindex = TimeIndex(self.path(TIME_INDEX_SUFFIX), base_offset, max_index_size=max_index_size,
+                                   writable=True)  # fmt: skip
+        self.txnindex = TransactionIndex(self.path(TXN_INDEX_SUFFIX), base_offset)
+        self.max_ts = -1  # TimestampOffset.UNKNOWN / an empty time index's last entry
+        self.offset_of_max_ts = base_offset
+        self.bytes_since_index = 0
+        self.rolling_ts = None
+
+    def path(self, suffix):
+        return os.path.join(self.dir, segment_file_name(self.base_offset, suffix))
+
+    def close_indexes(self, fsync=True):
+        # LogSegment.onBecomeInactiveSegment / close: the largest timestamp goes into the time index,
+        # then both indexes are trimmed to their entries
+        if self.max_ts >= 0:
+            self.timeindex.append(self.max_ts, self.offset_of_max_ts, skip_full_check=True)
+        _close_index(self.index, fsync)
+        _close_index(self.timeindex, fsync)
+        self.txnindex.close()
+
+
+# -------------------------------------------------------------------------------------------- writer
+class PartitionWriter:
+    """Append batches and transaction markers to a ``<topic>-<partition>`` directory like a broker leader.
+
+    ``path`` is created if missing; an existing directory is recovered (see the module docstring).
+    ``segment_bytes`` / ``index_interval_bytes`` / ``max_index_size`` / ``max_message_bytes`` /
+    ``segment_ms`` are Kafka's ``log.segment.bytes``, ``log.index.interval.bytes``,
+    ``log.index.size.max.bytes``, ``message.max.bytes`` (None: no limit) and ``log.roll.ms`` (None: no
+    time-based roll, measured on batch timestamps as Kafka does).  ``leader_epoch`` is stamped into every
+    client batch and marker.  ``fsync=True`` makes every append durable before it returns (Kafka's
+    ``flush.messages=1``); otherwise data reaches the operating system at every append (one write per
+    batch, so a crash of the process loses nothing acknowledged) and the disk at :meth:`flush`,
+    :meth:`close` and -- for the segment being rolled -- never by itself.  ``codec`` picks the codec
+    module (``"cython"``, ``"python"`` or a module; default: kafkatx's).  ``clock()`` returns
+    milliseconds (marker and LogAppendTime timestamps).  ``timestamp_type="log_append_time"`` stamps
+    the append time into client batches as a topic with ``message.timestamp.type=LogAppendTime``.
+    ``validate_records`` decodes client batches to check record offsets and the max timestamp, as
+    ``LogValidator`` does (set False to check headers only).
+    """
+
+    def __init__(self, path, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+                 max_index_size: int = DEFAULT_MAX_INDEX_SIZE, leader_epoch: int = 0, fsync: bool = False,
+                 codec=None, clock=None, max_message_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES,
+                 segment_ms: int | None = None, timestamp_type: str = "create_time",
+                 validate_records: bool = True):  # fmt: skip
+        if segment_bytes < _HEADER_SIZE:
+            raise ValueError(f"segment_bytes must be at least {_HEADER_SIZE}, got {segment_bytes}")
+        if index_interval_bytes < 0:
+            raise ValueError(f"index_interval_bytes must not be negative, got {index_interval_bytes}")
+        if max_index_size < 12:
+            raise ValueError(f"max_index_size must hold at least one entry, got {max_index_size}")
+        if not -1 <= leader_epoch <= INT32_MAX:
+            raise ValueError(f"leader_epoch out of range: {leader_epoch}")
+        if timestamp_type not in ("create_time", "log_append_time"):
+            raise ValueError(f"timestamp_type must be 'create_time' or 'log_append_time', got {timestamp_type!r}")
+        self.path = os.fspath(path)
+        self.segment_bytes = int(segment_bytes)
+        self.index_interval_bytes = int(index_interval_bytes)
+        self.max_index_size = int(max_index_size)
+        self.max_message_bytes = max_message_bytes
+        self.segment_ms = segment_ms
+        self.leader_epoch = int(leader_epoch)
+        self.fsync = bool(fsync)
+        self.timestamp_type = timestamp_type
+        self.validate_records = bool(validate_records)
+        self._codec = _resolve_codec(codec)
+        self._crc32c = self._codec.crc32c
+        self._inc_seq = self._codec.increment_sequence
+        self._clock = clock if clock is not None else _default_clock
+        self._closed = True
+        self._psm = ProducerStateManager()
+        self._segments: list[list[int]] = []  # [base_offset, size] of every segment, ascending
+        self._active: _Segment | None = None
+        self._leo = 0
+        self._epochs: list[tuple[int, int]] = []
+        os.makedirs(self.path, exist_ok=True)
+        self.recovery = self._load()
+        self._closed = False
+
+    # ---------------------------------------------------------------------------------- properties
+    @property
+    def topic_partition(self) -> tuple[str, int]:
+        return parse_partition_dir_name(self.path)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0][0]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        """The log end offset: a single replica acknowledges everything it writes."""
+        return self._leo
+
+    @property
+    def last_stable_offset(self) -> int:
+        """First offset of the earliest open transaction, else the high watermark (section 10.4)."""
+        return self._psm.last_stable_offset(self._leo)
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """The live producer state (read it; do not change it behind the writer's back)."""
+        return self._psm
+
+    @property
+    def segments(self) -> list[int]:
+        """Base offsets of the segments, ascending (the last one is active)."""
+        return [s[0] for s in self._segments]
+
+    @property
+    def active_segment_base_offset(self) -> int:
+        return self._active.base_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s[1] for s in self._segments)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def leader_epochs(self) -> list[tuple[int, int]]:
+        """``(epoch, start offset)`` entries of the leader epoch cache."""
+        return list(self._epochs)
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """``{producer_id: first offset}`` of the open transactions, by first offset."""
+        return {t.producer_id: t.first_offset for t in self._psm.ongoing_transactions()}
+
+    def __repr__(self):
+        return (f"PartitionWriter({self.path!r}, segments={len(self._segments)}, log_end_offset={self._leo}, "
+                f"last_stable_offset={self.last_stable_offset}{', closed' if self._closed else ''})")  # fmt: skip
+
+    # ------------------------------------------------------------------------------------- appends
+    def append(self, batch_bytes, *, origin: str = ORIGIN_CLIENT) -> AppendInfo:
+        """Append a producer batch (``origin="client"``), or batches copied from a leader
+        (``origin="replication"``: offsets, leader epochs and markers are kept, nothing but framing, CRC
+        and offset order is checked).  ``origin="coordinator"`` is the coordinator writing its own
+        (non-control) state records: validated like a client batch except for the client-only rules.
+
+        Returns an :class:`AppendInfo`; a duplicate of one of the producer's last five batches returns
+        the original offsets and writes nothing.  Every rejection (:class:`~kafkatx.errors.KafkaTxError`
+        subclasses: corrupt or invalid batch, out-of-order sequence, fenced epoch, invalid transaction
+        state, too large) leaves the directory and the producer state unchanged.
+        """
+        if self._closed:
+            raise LogClosedError(f"the writer of {self.path} is closed")
+        if origin == ORIGIN_REPLICATION:
+            return self._append_replicated(batch_bytes)
+        if origin not in _ORIGINS:
+            raise ValueError(f"origin must be one of {_ORIGINS}, got {origin!r}")
+        return self._append_leader(batch_bytes, origin)
+
+    def _check_framing(self, view, n):
+        if n < _HEADER_SIZE:
+            if n >= 17 and view[16] != 2:
+                raise InvalidRecordError(f"batch magic {view[16]} is not supported: only magic v2 is written", 16)
+            raise CorruptRecordError(f"a record batch needs at least {_HEADER_SIZE} bytes, got {n}", 0)
+        fields = _HEADER.unpack_from(view, 0)
+        magic = fields[3]
+        if magic != 2:
+            raise InvalidRecordError(f"batch magic {magic} is not supported: only magic v2 is written", 16,
+                                     fields[0])  # fmt: skip
+        length = fields[1]
+        total = length + 12
+        if total < _HEADER_SIZE:
+            raise CorruptRecordError(f"record batch size {total} is smaller than the minimum {_HEADER_SIZE}", 8,
+                                     fields[0])  # fmt: skip
+        return fields, total
+
+    def _append_leader(self, batch_bytes, origin):
+        view = memoryview(batch_bytes)
+        if view.ndim != 1 or view.itemsize != 1:
+            view = view.cast("B")
+        n = view.nbytes
+        fields, total = self._check_framing(view, n)
+        (_boff, length, _ple, _magic, crc, attrs, lod, base_ts, max_ts, pid, epoch, bseq, count) = fields
+        if total > n:
+            raise CorruptRecordError(f"truncated record batch: header says {total} bytes, {n} given", 8)
+        if total < n:
+            raise InvalidRecordError("Compressed outer record has more than one batch "
+                                     f"({n - total} bytes follow the first batch)", total)  # fmt: skip
+        attrs &= 0xFF
+        if origin == ORIGIN_CLIENT:
+            if lod < 0:
+                raise InvalidRecordError(f"Batch has an invalid offset range: last offset delta {lod}", 23)
+            if count <= 0:
+                raise InvalidRecordError(f"Invalid reported count for record batch: {count}", 57)
+            if lod + 1 != count:
+                raise InvalidRecordError(f"Inconsistent batch offset range [0, {lod}] and count of records {count}", 23)
+            if attrs & _CONTROL:
+                raise InvalidRecordError("Clients are not allowed to write control records", 21)
+            if pid >= 0 and bseq < 0:
+                raise InvalidRecordError(f"Invalid sequence number {bseq} in record batch with producerId {pid}", 53)
+        elif attrs & _CONTROL:
+            raise InvalidRecordError("the coordinator writes markers with append_marker, not append", 21)
+        if attrs & _TRANSACTIONAL and pid < 0:
+            raise InvalidRecordError("a transactional batch needs a producer id", 43)
+        if attrs & 0x07 > 4:
+            raise UnsupportedCompressionError(f"unknown compression type id {attrs & 0x07}", 21)
+        computed = self._crc32c(view[21:total])
+        if computed != crc:
+            raise CrcMismatchError(f"Record is corrupt (stored crc = {crc}, computed crc = {computed})", 17)
+        if self.max_message_bytes is not None and total > self.max_message_bytes:
+            raise RecordTooLargeError(
+                f"The record batch is {total} bytes, larger than the maximum allowed ({self.max_message_bytes})"
+            )
+        if total > self.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"The record batch is {total} bytes, larger than the segment size ({self.segment_bytes})"
+            )
+        first = self._leo
+        new_max_ts = max_ts
+        log_append_time = -1
+        if self.validate_records and count > 0:
+            new_max_ts = self._validate_records(view, total, count, attrs, max_ts)
+        if self.timestamp_type == "log_append_time":
+            log_append_time = self._clock()
+            new_max_ts = log_append_time
+        last = first + lod
+        info = None
+        if pid >= 0:
+            info = self._psm.prepare_update(pid, origin=origin)
+            last_seq = self._inc_seq(bseq, lod) if bseq >= 0 else -1
+            dup = info.append_data_batch(epoch, bseq, last_seq, new_max_ts, first, last, bool(attrs & _TRANSACTIONAL))
+            if dup is not None:
+                return AppendInfo(dup.first_offset, dup.last_offset, -1, True, dup.timestamp, count)
+        seg = self._maybe_roll(total, last, new_max_ts)
+        position = seg.size
+        header = _OFFSET_LENGTH_EPOCH.pack(first, length, self.leader_epoch)
+        if new_max_ts != max_ts or log_append_time >= 0:
+            # LogValidator.setMaxTimestamp: attributes / maxTimestamp change, so the CRC is recomputed
+            out = bytearray(view)
+            out[0:16] = header
+            if log_append_time >= 0:
+                _ATTRS_AT.pack_into(out, 21, (attrs | _LOG_APPEND_TIME))
+            _MAXTS_AT.pack_into(out, 35, new_max_ts)
+            _CRC_AT.pack_into(out, 17, self._crc32c(memoryview(out)[21:]))
+            self._write(seg, (out,))
+        else:
+            self._write(seg, (header, view[16:total]))
+        self._after_write(seg, position, total, last, new_max_ts)
+        if info is not None:
+            self._psm.update(info)
+        self._psm.map_end_offset = last + 1
+        self._leo = last + 1
+        self._maybe_assign_epoch(self.leader_epoch, first)
+        if self.fsync:
+            os.fsync(seg.fd)
+        return AppendInfo(first, last, log_append_time, False, new_max_ts, count, total, seg.base_offset, position)
+
+    def _validate_records(self, view, total, count, attrs, max_ts):
+        """Decode the records (as LogValidator iterates them); returns the max timestamp to store."""
+        batch = self._codec.RecordBatch(view, 0, total, verify_crc=False)
+        records = batch.records()
+        if len(records) != count:  # the decoder enforces it; kept as LogValidator's invariant
+            raise InvalidRecordError(f"batch declares {count} records, {len(records)} decoded", 57)
+        base = batch.base_offset
+        offsets = [r.offset for r in records]
+        if offsets[0] != base or offsets[-1] != base + count - 1 or offsets != list(range(base, base + count)):
+            bad = next(i for i, o in enumerate(offsets) if o != base + i)
+            raise InvalidRecordError(
+                f"record {bad} of the batch has offset delta {offsets[bad] - base}, expected {bad} "
+                "(a producer numbers its records 0..count-1)", _HEADER_SIZE)  # fmt: skip
+        if attrs & _LOG_APPEND_TIME:
+            return max_ts
+        return max(r.timestamp for r in records)
+
+    def _append_replicated(self, batch_bytes):
+        view = memoryview(batch_bytes)
+        if view.ndim != 1 or view.itemsize != 1:
+            view = view.cast("B")
+        n = view.nbytes
+        pos = 0
+        last_info = None
+        # check the framing, CRCs and offset order of everything before writing any of it
+        spans = []
+        expected = self._leo
+        while pos < n:
+            rest = view[pos:]
+            fields, total = self._check_framing(rest, rest.nbytes)
+            if total > rest.nbytes:
+                raise CorruptRecordError(f"truncated record batch: header says {total} bytes, {rest.nbytes} left",
+                                         pos + 8, fields[0])  # fmt: skip
+            computed = self._crc32c(rest[21:total])
+            if computed != fields[4]:
+                raise CrcMismatchError(f"Record is corrupt (stored crc = {fields[4]}, computed crc = {computed})",
+                                       pos + 17, fields[0])  # fmt: skip
+            base, lod = fields[0], fields[6]
+            if base < expected:
+                raise UnexpectedAppendOffsetError(
+                    f"replicated batch at byte {pos} has base offset {base}, below the next offset {expected}"
+                )
+            if lod < 0:
+                raise InvalidRecordError(f"Batch has an invalid offset range: last offset delta {lod}", pos + 23, base)
+            if total > self.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"The record batch is {total} bytes, larger than the segment size ({self.segment_bytes})"
+                )
+            spans.append((pos, total, fields))
+            expected = base + lod + 1
+            pos += total
+        for pos, total, fields in spans:
+            last_info = self._append_one_replicated(view[pos : pos + total], total, fields)
+        if last_info is None:
+            raise InvalidRecordError("no record batch to append", 0)
+        return last_info
+
+    def _append_one_replicated(self, view, total, fields):
+        base, _length, ple, _m, _crc, attrs, lod, _bts, max_ts, pid, _epoch, _bseq, count = fields
+        last = base + lod
+        info = None
+        completed = None
+        if pid >= 0:
+            info = self._psm.prepare_update(pid, origin=ORIGIN_REPLICATION)
+            batch = self._codec.RecordBatch(view, 0, total, verify_crc=False)
+            info.append(batch)
+        seg = self._maybe_roll(total, last, max_ts)
+        position = seg.size
+        self._write(seg, (view,))
+        self._after_write(seg, position, total, last, max_ts)
+        if info is not None:
+            done = self._psm.update(info)
+            for c in done:
+                completed = c
+                if c.is_aborted:
+                    seg.txnindex.append(c.to_aborted_txn())
+            if done:
+                self._psm.on_high_watermark_updated(last + 1)
+        self._psm.map_end_offset = last + 1
+        self._leo = last + 1
+        self._maybe_assign_epoch(ple, base)
+        if self.fsync:
+            os.fsync(seg.fd)
+            if completed is not None and completed.is_aborted:
+                seg.txnindex.flush()
+        return AppendInfo(base, last, -1, False, max_ts, count, total, seg.base_offset, position, completed)
+
+    def append_marker(self, kind: str, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                      timestamp: int | None = None, transaction_version: int = 0) -> int:  # fmt: skip
+        """Write a COMMIT or ABORT marker (as ``WriteTxnMarkers`` does); returns its offset.
+
+        The producer-state marker checks run first (an epoch below the producer's ->
+        :class:`~kafkatx.errors.InvalidProducerEpochError`; with ``transaction_version >= 2`` an equal
+        epoch is refused while a transaction is open; a coordinator epoch below the last one seen ->
+        :class:`~kafkatx.errors.TransactionCoordinatorFencedError`), and nothing is written if they fail.
+        An ABORT that ends a transaction with data here adds its ``.txnindex`` entry.
+        """
+        if self._closed:
+            raise LogClosedError(f"the writer of {self.path} is closed")
+        if timestamp is None:
+            timestamp = self._clock()
+        offset = self._leo
+        data = encode_marker(kind, producer_id=producer_id, producer_epoch=producer_epoch, base_offset=offset,
+                             coordinator_epoch=coordinator_epoch, timestamp=timestamp,
+                             partition_leader_epoch=self.leader_epoch)  # fmt: skip
+        control_type = 1 if str(kind).lower() == "commit" else 0
+        info = self._psm.prepare_update(producer_id, origin=ORIGIN_COORDINATOR)
+        info.append_end_txn_marker(control_type, coordinator_epoch, producer_epoch, offset, timestamp,
+                                   transaction_version=transaction_version)  # fmt: skip
+        total = len(data)
+        seg = self._maybe_roll(total, offset, timestamp)
+        position = seg.size
+        self._write(seg, (data,))
+        self._after_write(seg, position, total, offset, timestamp)
+        done = self._psm.update(info)
+        aborted = False
+        for c in done:
+            if c.is_aborted:
+                seg.txnindex.append(c.to_aborted_txn())
+                aborted = True
+        self._psm.map_end_offset = offset + 1
+        self._leo = offset + 1
+        if done:
+            self._psm.on_high_watermark_updated(self._leo)
+        self._maybe_assign_epoch(self.leader_epoch, offset)
+        if self.fsync:
+            os.fsync(seg.fd)
+            if aborted:
+                seg.txnindex.flush()
+        return offset
+
+    # ------------------------------------------------------------------------------ write helpers
+    def _write(self, seg, parts):
+        if len(parts) == 1:
+            _write_all(seg.fd, parts[0])
+            return
+        want = sum(memoryview(p).nbytes for p in parts)
+        done = os.writev(seg.fd, parts)
+        if done != want:  # a short write: finish it piece by piece
+            for p in parts:
+                p = memoryview(p)
+                if done >= p.nbytes:
+                    done -= p.nbytes
+                    continue
+                _write_all(seg.fd, p[done:])
+                done = 0
+
+    def _after_write(self, seg, position, total, last_offset, max_ts):
+        """LogSegment.append's bookkeeping for one batch written at ``position``."""
+        if position == 0:
+            seg.rolling_ts = max_ts
+        if max_ts > seg.max_ts:
+            seg.max_ts = max_ts
+            seg.offset_of_max_ts = last_offset
+        if seg.bytes_since_index > self.index_interval_bytes:
+            seg.index.append(last_offset, position)
+            seg.timeindex.append(seg.max_ts, seg.offset_of_max_ts)
+            seg.bytes_since_index = 0
+        seg.bytes_since_index += total
+        seg.size = position + total
+        self._segments[-1][1] = seg.size
+
+    def _maybe_roll(self, size, last_offset, max_ts):
+        seg = self._active
+        if seg.size == 0:
+            return seg
+        roll = (
+            seg.size > self.segment_bytes - size
+            or seg.index.is_full()
+            or seg.timeindex.is_full()
+            or last_offset - seg.base_offset > INT32_MAX
+            or (self.segment_ms is not None and seg.rolling_ts is not None and seg.rolling_ts >= 0
+                and max_ts - seg.rolling_ts > self.segment_ms)
+        )  # fmt: skip
+        if not roll:
+            return seg
+        self.roll()
+        return self._active
+
+    def roll(self) -> int:
+        """Start a new segment at the log end offset (no-op for an empty active segment); returns its base.
+
+        As ``UnifiedLog.roll``: the old segment's indexes get their final time entry and are trimmed, and
+        the producer state is snapshotted as ``<new base>.snapshot``.
+        """
+        if self._closed:
+            raise LogClosedError(f"the writer of {self.path} is closed")
+        old = self._active
+        if old.size == 0:
+            return old.base_offset
+        old.close_indexes(fsync=self.fsync)
+        if self.fsync:
+            os.fsync(old.fd)
+        os.close(old.fd)
+        old.fd = None
+        self._active = _Segment(self.path, self._leo, self.max_index_size)
+        self._segments.append([self._leo, 0])
+        self._psm.map_end_offset = self._leo
+        self._psm.take_snapshot(self.path, fsync=self.fsync)
+        if self.fsync:
+            _fsync_dir(self.path)
+        return self._leo
+
+    def _maybe_assign_epoch(self, epoch, start_offset):
+        if epoch < 0 or (self._epochs and epoch <= self._epochs[-1][0]):
+            return
+        self._epochs.append((epoch, start_offset))
+        self._write_epochs()
+
+    def _write_epochs(self):
+        path = os.path.join(self.path, LEADER_EPOCH_CHECKPOINT)
+        lines = ["0", str(len(self._epochs))] + [f"{e} {o}" for e, o in self._epochs]
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+            fh.flush()
+            if self.fsync:
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+    # ------------------------------------------------------------------------------- durability
+    def flush(self) -> None:
+        """fsync the active segment's files (log, indexes, txn index) and the directory."""
+        if self._closed:
+            raise LogClosedError(f"the writer of {self.path} is closed")
+        seg = self._active
+        os.fsync(seg.fd)
+        seg.index.flush()
+        seg.timeindex.flush()
+        seg.txnindex.flush()
+        _fsync_dir(self.path)
+
+    def close(self) -> None:
+        """Write the producer snapshot at the log end offset, finish the indexes and close every file."""
+        if self._closed:
+            return
+        self._closed = True
+        seg = self._active
+        try:
+            self._psm.map_end_offset = self._leo
+            self._psm.take_snapshot(self.path, fsync=True)
+            seg.close_indexes()
+            os.fsync(seg.fd)
+        finally:
+            if seg.fd is not None:
+                os.close(seg.fd)
+                seg.fd = None
+        _fsync_dir(self.path)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        seg = getattr(self, "_active", None)
+        if seg is not None and seg.fd is not None:
+            try:
+                os.close(seg.fd)
+            except OSError:
+                pass
+            seg.fd = None
+
+    # ------------------------------------------------------------------------------------ loading
+    def _load(self) -> RecoveryInfo:
+        d = self.path
+        deleted = []
+        logs = {}
+        others = []
+        snapshots = {}
+        for name in sorted(os.listdir(d)):
+            full = os.path.join(d, name)
+            if not os.path.isfile(full):
+                continue
+            if name.endswith(".tmp"):
+                try:
+                    parse_segment_file_name(name[:-4])
+                except ValueError:
+                    if name != LEADER_EPOCH_CHECKPOINT + ".tmp":
+                        continue
+                os.remove(full)  # an interrupted atomic write (snapshot, txn index, checkpoint)
+                deleted.append(full)
+                continue
+            try:
+                base, suffix = parse_segment_file_name(name)
+            except ValueError:
+                continue
+            if suffix == LOG_SUFFIX:
+                logs[base] = full
+            elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                others.append((base, full))
+            elif suffix == SNAPSHOT_SUFFIX:
+                snapshots[base] = full
+        for base, full in others:  # LogLoader: an index without its log is an orphan
+            if base not in logs:
+                os.remove(full)
+                deleted.append(full)
+        self._epochs = _read_leader_epochs(os.path.join(d, LEADER_EPOCH_CHECKPOINT))
+        if not logs:
+            for full in snapshots.values():  # no log: a stale snapshot must not resurrect state
+                os.remove(full)
+                deleted.append(full)
+            self._segments = [[0, 0]]
+            self._active = _Segment(d, 0, self.max_index_size)
+            self._leo = 0
+            if self._epochs:
+                self._epochs = []
+                os.remove(os.path.join(d, LEADER_EPOCH_CHECKPOINT))
+            return RecoveryInfo(0, 0, 0, (), (), None, 0, 0, tuple(deleted))
+        bases = sorted(logs)
+        rebuilt = []
+        bad_txn = []
+        sizes = {}
+        # every segment but the last: keep sound indexes, rebuild the others from the log
+        for base in bases[:-1]:
+            sizes[base] = os.path.getsize(logs[base])
+            if not self._indexes_sound(base, sizes[base]):
+                rebuilt += self._rebuild_indexes(base, logs[base])
+            txn_path = os.path.join(d, segment_file_name(base, TXN_INDEX_SUFFIX))
+            if os.path.exists(txn_path):
+                try:
+                    read_txnindex(txn_path, base_offset=base)
+                    if os.path.getsize(txn_path) % 34:
+                        bad_txn.append(base)
+                except CorruptIndexError:
+                    bad_txn.append(base)
+        # the last segment: validate every batch, cut a torn or corrupt tail
+        last_base = bases[-1]
+        last_path = logs[last_base]
+        valid, end_offset, file_size = self._validate_last(last_path, last_base, bases, logs)
+        truncated = file_size - valid
+        if truncated:
+            os.truncate(last_path, valid)
+        sizes[last_base] = valid
+        self._segments = [[b, sizes[b]] for b in bases]
+        self._leo = end_offset
+        # producer state: newest usable snapshot at or below the first segment to replay
+        replay_start = min([last_base] + bad_txn)
+        for off in sorted(snapshots):
+            if off > end_offset:  # beyond the (possibly truncated) log end: Kafka deletes these
+                os.remove(snapshots.pop(off))
+                deleted.append(os.path.join(d, segment_file_name(off, SNAPSHOT_SUFFIX)))
+        snap_offset = None
+        for off in sorted(snapshots, reverse=True):
+            if off > replay_start:
+                continue
+            try:
+                self._psm.load_snapshot(snapshots[off], map_end_offset=off)
+                snap_offset = off
+                break
+            except CorruptSnapshotError:
+                os.remove(snapshots.pop(off))
+                deleted.append(os.path.join(d, segment_file_name(off, SNAPSHOT_SUFFIX)))
+                self._psm = ProducerStateManager()
+        start = snap_offset if snap_offset is not None else bases[0]
+        if snap_offset is None:
+            self._psm = ProducerStateManager()
+            self._psm.map_end_offset = bases[0]
+        replayed = 0
+        repaired = []
+        for i, base in enumerate(bases):
+            seg_end = bases[i + 1] if i + 1 < len(bases) else end_offset
+            if seg_end <= start and i + 1 < len(bases):
+                continue
+            size = sizes[base]
+            if size == 0:
+                continue
+            counter = [0]
+
+            def count(_b, _m, _c, counter=counter):
+                counter[0] += 1
+
+            with open(logs[base], "rb") as fh:
+                mm = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+                try:
+                    batches = self._codec.iter_batches(memoryview(mm)[:size], verify_crc=False)
+                    _m, aborted = rebuild_from_log(batches, start_offset=start, manager=self._psm, on_batch=count)
+                    del batches
+                finally:
+                    try:
+                        mm.close()
+                    except BufferError:  # pragma: no cover - a view still alive; released with it
+                        pass
+            replayed += counter[0]
+            if base >= replay_start:
+                path = self._reconcile_txnindex(base, aborted)
+                if path is not None:
+                    repaired.append(path)
+        self._psm.map_end_offset = end_offset
+        self._psm.on_high_watermark_updated(end_offset)
+        # stray snapshots: only those at a segment base offset, and the newest one, are kept (LogLoader)
+        keep = set(bases)
+        if snapshots:
+            keep.add(max(snapshots))
+        for off in list(snapshots):
+            if off not in keep:
+                os.remove(snapshots.pop(off))
+                deleted.append(os.path.join(d, segment_file_name(off, SNAPSHOT_SUFFIX)))
+        # leader epochs at or beyond the log end no longer have data
+        kept = [(e, o) for e, o in self._epochs if o < end_offset]
+        if kept != self._epochs:
+            self._epochs = kept
+            self._write_epochs()
+        # open the last segment for appending; its indexes are rebuilt from the validated batches
+        seg = _Segment(d, last_base, self.max_index_size, size=sizes[last_base])
+        self._active = seg
+        rebuilt += self._rebuild_active_indexes(seg, last_path)
+        return RecoveryInfo(len(bases), truncated, valid, tuple(rebuilt), tuple(repaired), snap_offset, start,
+                            replayed, tuple(deleted))  # fmt: skip
+
+    def _indexes_sound(self, base, log_size):
+        d = self.path
+        for cls, suffix in ((OffsetIndex, INDEX_SUFFIX), (TimeIndex, TIME_INDEX_SUFFIX)):
+            path = os.path.join(d, segment_file_name(base, suffix))
+            if not os.path.exists(path):
+                return False
+            idx = cls(path, base)
+            try:
+                idx.sanity_check()
+            except CorruptIndexError:
+                return False
+            if idx.preallocated_bytes or idx.invalid_position is not None or idx.partial_bytes:
+                return False  # an untrimmed index: the segment was active when the process stopped
+            if cls is OffsetIndex and len(idx) and idx.entry(len(idx) - 1).position >= log_size:
+                return False
+        return True
+
+    def _scan_segment(self, path, size):
+        """(positions, sizes, last offsets, max timestamps) of the batches of a whole log file."""
+        if size == 0:
+            return [], [], [], []
+        with open(path, "rb") as fh:
+            mm = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+            try:
+                cols = self._codec.scan_batches(mm, verify_crc=False)
+            finally:
+                mm.close()
+        return (list(cols["position"]), list(cols["size_in_bytes"]), list(cols["last_offset"]),
+                list(cols["max_timestamp"]))  # fmt: skip
+
+    def _fill_indexes(self, index, timeindex, positions, sizes, lasts, max_tss):
+        """LogSegment.recover's index rebuild over the batches of one segment."""
+        last_entry = 0
+        max_ts, off_max = -1, index.base_offset
+        interval = self.index_interval_bytes
+        for pos, _size, last, mts in zip(positions, sizes, lasts, max_tss):
+            if mts > max_ts:
+                max_ts, off_max = mts, last
+            if pos - last_entry > interval:
+                index.append(last, pos)
+                timeindex.append(max_ts, off_max)
+                last_entry = pos
+        if max_ts >= 0:
+            timeindex.append(max_ts, off_max, skip_full_check=True)
+        return max_ts, off_max
+
+    def _rebuild_indexes(self, base, log_path):
+        d = self.path
+        paths = [os.path.join(d, segment_file_name(base, s)) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
+        for p in paths:
+            if os.path.exists(p):
+                os.remove(p)
+        cols = self._scan_segment(log_path, os.path.getsize(log_path))
+        index = OffsetIndex(paths[0], base, max_index_size=self.max_index_size, writable=True)
+        timeindex = TimeIndex(paths[1], base, max_index_size=self.max_index_size, writable=True)
+        try:
+            self._fill_indexes(index, timeindex, *cols)
+        finally:
+            index.close()
+            timeindex.close()
+        return paths
+
+    def _rebuild_active_indexes(self, seg, log_path):
+        seg.index.reset()
+        seg.timeindex.reset()
+        cols = self._scan_segment(log_path, seg.size)
+        seg.max_ts, seg.offset_of_max_ts = self._fill_indexes(seg.index, seg.timeindex, *cols)
+        if seg.max_ts < 0:
+            seg.offset_of_max_ts = seg.base_offset
+        if cols[0]:
+            seg.rolling_ts = cols[3][0]
+        seg.bytes_since_index = 0  # a new LogSegment object starts counting from zero, as Kafka's does
+        return [seg.index.path, seg.timeindex.path]
+
+    def _validate_last(self, path, base, bases, logs):
+        """(valid bytes, log end offset, file size) of the last segment after checking every batch."""
+        file_size = os.path.getsize(path)
+
+        def empty_end():  # an empty last segment starts where the previous one ends
+            if len(bases) > 1:
+                return max(base, self._segment_end_offset(logs[bases[-2]], bases[-2]))
+            return base
+
+        if file_size == 0:
+            return 0, empty_end(), 0
+        crc32c = self._crc32c
+        with open(path, "rb") as fh:
+            mm = mmap.mmap(fh.fileno(), file_size, access=mmap.ACCESS_READ)
+            try:
+                view = memoryview(mm)
+                try:
+                    cols = self._codec.scan_batches(view, verify_crc=False)
+                    limit = cols["valid_bytes"]
+                except CorruptRecordError as exc:  # bad framing: everything from that batch on is invalid
+                    limit = exc.position if exc.position is not None else 0
+                    limit = self._frame_start(view, limit)
+                    cols = self._codec.scan_batches(view[:limit], verify_crc=False)
+                valid = 0
+                expected = base
+                for pos, size, boff, last, magic in zip(cols["position"], cols["size_in_bytes"],
+                                                        cols["base_offset"], cols["last_offset"],
+                                                        cols["magic"]):  # fmt: skip
+                    if magic >= 2:
+                        (stored,) = _CRC_AT.unpack_from(view, pos + 17)
+                        if crc32c(view[pos + 21 : pos + size]) != stored:
+                            break
+                    if boff < expected or last < boff or last - base > INT32_MAX:
+                        break
+                    expected = last + 1
+                    valid = pos + size
+                del view
+            finally:
+                mm.close()
+        end = expected if valid else empty_end()
+        return valid, end, file_size
+
+    def _frame_start(self, view, error_position):
+        """The start of the entry holding ``error_position`` (the framing walk up to it)."""
+        pos = 0
+        n = view.nbytes
+        while pos + 12 <= n:
+            (size,) = _I32.unpack_from(view, pos + 8)
+            nxt = pos + 12 + size
+            if size < 14 or nxt > error_position:
+                return pos
+            pos = nxt
+        return pos
+
+    def _segment_end_offset(self, path, base):
+        size = os.path.getsize(path)
+        cols = self._scan_segment(path, size)
+        return cols[2][-1] + 1 if cols[2] else base
+
+    def _reconcile_txnindex(self, base, expected):
+        """Make ``<base>.txnindex`` hold exactly ``expected``; returns its path if the file changed."""
+        path = os.path.join(self.path, segment_file_name(base, TXN_INDEX_SUFFIX))
+        exists = os.path.exists(path)
+        try:
+            current = read_txnindex(path, base_offset=base) if exists else []
+            partial = exists and os.path.getsize(path) % 34 != 0
+        except CorruptIndexError:
+            current, partial = None, True
+        if current == expected and not partial:
+            return None
+        if not exists and not expected:
+            return None
+        if current is not None and current == expected[: len(current)]:
+            if partial:  # a crash mid-append: cut the partial entry, keep the whole ones
+                os.truncate(path, len(current) * 34)
+            idx = TransactionIndex(path, base)
+            try:
+                for e in expected[len(current) :]:
+                    idx.append(e)
+                idx.flush()
+            finally:
+                idx.close()
+            return path
+        if current is not None and expected == current[: len(expected)]:
+            idx = TransactionIndex(path, base)
+            try:
+                idx.truncate_to(expected[-1].last_offset + 1 if expected else -(1 << 63))
+                if os.path.getsize(path) % 34:
+                    os.truncate(path, len(expected) * 34)
+            finally:
+                idx.close()
+            return path
+        write_txnindex(path, expected, fsync=True)
+        return path

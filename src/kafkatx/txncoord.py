@@ -1,0 +1,758 @@
+"""A transaction coordinator over :class:`kafkatx.log.writer.PartitionWriter` directories.
+
+:class:`TransactionCoordinator` does what the broker's ``TransactionCoordinator`` /
+``TransactionStateManager`` / ``TransactionMarkerChannelManager`` do for transactional ids, synchronously
+and in one process (kafka-format.md section 9):
+
+* its state lives in ``__transaction_state-<N>`` partition directories of the log dir, written with a
+  :class:`~kafkatx.log.writer.PartitionWriter` (``N = txn_partition_for(transactional_id,
+  num_partitions)``), one non-transactional record per state change, built with
+  :mod:`kafkatx.txnlog`'s encoders (value version 0 under ``transaction_version`` 0, version 1 with
+  ``ClientTransactionVersion`` otherwise), stamped with the coordinator epoch as partition leader epoch;
+* every state change goes through :func:`kafkatx.txnlog.transition`, so an illegal one raises
+  :class:`~kafkatx.errors.IllegalTransitionError` before anything is written;
+* ``end_transaction`` writes PrepareCommit/PrepareAbort, then a COMMIT/ABORT marker (with the coordinator
+  epoch) on every partition of the transaction, then CompleteCommit/CompleteAbort.  Under
+  ``transaction_version`` 2 (KIP-890, the Kafka 4 default) the epoch is bumped at prepare time, the
+  markers carry the bumped epoch and the client continues with it; under 0/1 the epoch is unchanged;
+* ``init_producer_id`` allocates a producer id (epoch 0) for a new transactional id, bumps the epoch of a
+  known one (fencing the previous instance), aborts its open transaction first (in-memory
+  PrepareEpochFence with epoch + 1, then PrepareAbort, markers, CompleteAbort -- the fenced epoch is never
+  handed out; the caller gets epoch + 2, as a Kafka client does after retrying CONCURRENT_TRANSACTIONS),
+  and moves to a new producer id with epoch 0 once the epoch is exhausted (>= 32766);
+* ``abort_timed_out(now_ms)`` fences and aborts Ongoing transactions whose ``start + timeout < now``;
+* opening a coordinator on a log dir reloads the state (records decoded, last value per key wins, a
+  tombstone deletes) and completes transactions left in PrepareCommit/PrepareAbort by a crash (markers
+  re-sent, as the broker does on coordinator election).  Without an explicit ``coordinator_epoch`` a
+  reopened coordinator takes the previous epoch + 1, so markers of a stale instance are fenced by the
+  partitions (TRANSACTION_COORDINATOR_FENCED).
+
+Simplifications: one coordinator epoch for all state partitions; no KIP-890 partition verification; the
+producer id counter is reloaded as one above the largest producer id found in the state log and in the
+data partitions' producer snapshots (Kafka keeps id blocks in the controller's metadata log).
+
+:class:`TransactionalProducer` and :class:`IdempotentProducer` are small client stand-ins (sequence
+numbers per partition, the client's transaction state table, retries of the last batch) used by the
+tests and the workload generator.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from dataclasses import dataclass, field
+
+from .batch import BatchBuilder, crc32c, increment_sequence
+from .errors import (
+    InvalidProducerEpochError,
+    KafkaTxError,
+    TransactionCoordinatorFencedError,
+)
+from .log.writer import LEADER_EPOCH_CHECKPOINT, PartitionWriter, _read_leader_epochs
+from .txnlog import (
+    ClientTransactionState,
+    TransactionState,
+    TxnMetadataValue,
+    UnknownKey,
+    client_transition,
+    decode_txn_records,
+    encode_txn_records,
+    transition,
+    txn_partition_for,
+)
+
+__all__ = [
+    "TransactionCoordinator",
+    "TransactionMetadata",
+    "TransactionalProducer",
+    "IdempotentProducer",
+    "stamp_producer",
+    "TransactionCoordinatorError",
+    "ProducerFencedError",
+    "InvalidProducerIdMappingError",
+    "ConcurrentTransactionsError",
+    "InvalidTransactionTimeoutError",
+    "TransactionalIdNotFoundError",
+    "TXN_STATE_TOPIC",
+    "MAX_PRODUCER_EPOCH",
+]
+
+TXN_STATE_TOPIC = "__transaction_state"
+MAX_PRODUCER_EPOCH = 32767  # Short.MaxValue
+_EXHAUSTED = MAX_PRODUCER_EPOCH - 1  # TransactionMetadata.isProducerEpochExhausted: epoch >= 32766
+DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms
+DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS = 604_800_000  # transactional.id.expiration.ms
+DEFAULT_STATE_SEGMENT_BYTES = 100 * 1024 * 1024  # transaction.state.log.segment.bytes
+_S = TransactionState
+
+
+# ------------------------------------------------------------------------------------------- errors
+class TransactionCoordinatorError(KafkaTxError):
+    """Base of the errors the coordinator answers a request with (Kafka's error codes)."""
+
+
+class ProducerFencedError(TransactionCoordinatorError):
+    """PRODUCER_FENCED: the request's producer epoch is not the transactional id's current one."""
+
+
+class InvalidProducerIdMappingError(TransactionCoordinatorError):
+    """INVALID_PRODUCER_ID_MAPPING: unknown transactional id, or another producer id than its current one."""
+
+
+class ConcurrentTransactionsError(TransactionCoordinatorError):
+    """CONCURRENT_TRANSACTIONS: the previous transaction is still being completed."""
+
+
+class InvalidTransactionTimeoutError(TransactionCoordinatorError, ValueError):
+    """INVALID_TRANSACTION_TIMEOUT: a timeout <= 0 or above ``max_transaction_timeout_ms``."""
+
+
+class TransactionalIdNotFoundError(TransactionCoordinatorError):
+    """TRANSACTIONAL_ID_NOT_FOUND."""
+
+
+# ------------------------------------------------------------------------------------------ metadata
+@dataclass
+class TransactionMetadata:
+    """The coordinator's view of one transactional id (Kafka's ``TransactionMetadata``)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    state: TransactionState
+    partitions: set = field(default_factory=set)  # {(topic, partition)}
+    start_timestamp_ms: int = -1
+    last_update_timestamp_ms: int = -1
+    previous_producer_id: int = -1  # lastProducerId
+    next_producer_id: int = -1
+    last_producer_epoch: int = -1  # not persisted (as in Kafka); lets a TV2 client retry an EndTxn
+    client_transaction_version: int = 0
+
+    def to_value(self) -> TxnMetadataValue:
+        if self.state is _S.Empty:
+            parts = None  # TransactionLog.valueToBytes: null partitions for Empty
+        else:
+            parts = {}
+            for topic, p in sorted(self.partitions):
+                parts.setdefault(topic, []).append(p)
+        return TxnMetadataValue(
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            transaction_timeout_ms=self.transaction_timeout_ms,
+            state=self.state,
+            partitions=parts,
+            last_update_timestamp_ms=self.last_update_timestamp_ms,
+            start_timestamp_ms=self.start_timestamp_ms,
+            previous_producer_id=self.previous_producer_id if self.client_transaction_version >= 1 else -1,
+            next_producer_id=self.next_producer_id if self.client_transaction_version >= 1 else -1,
+            client_transaction_version=self.client_transaction_version,
+        )
+
+    @classmethod
+    def from_value(cls, transactional_id: str, v: TxnMetadataValue) -> TransactionMetadata:
+        parts = set()
+        for topic, ids in (v.partitions or {}).items():
+            parts.update((topic, p) for p in ids)
+        return cls(transactional_id, v.producer_id, v.producer_epoch, v.transaction_timeout_ms, v.state, parts,
+                   v.start_timestamp_ms, v.last_update_timestamp_ms, v.previous_producer_id, v.next_producer_id,
+                   -1, v.client_transaction_version)  # fmt: skip
+
+    def copy(self) -> TransactionMetadata:
+        c = TransactionMetadata(**self.__dict__)
+        c.partitions = set(self.partitions)
+        return c
+
+
+def _check_partitions(partitions):
+    out = set()
+    for tp in partitions:
+        try:
+            topic, p = tp
+        except (TypeError, ValueError):
+            raise TransactionCoordinatorError(f"a partition is a (topic, partition) pair, got {tp!r}") from None
+        if not isinstance(topic, str) or not topic or not isinstance(p, int) or p < 0:
+            raise TransactionCoordinatorError(f"invalid topic partition {tp!r}")
+        if topic == TXN_STATE_TOPIC:
+            raise TransactionCoordinatorError(f"{TXN_STATE_TOPIC} cannot take part in a transaction")
+        out.add((topic, p))
+    return out
+
+
+# ------------------------------------------------------------------------------------- coordinator
+class TransactionCoordinator:
+    """Drive transactional ids over the partition directories of ``log_dir`` (see the module docstring).
+
+    ``writers`` supplies the data partitions' writers: a dict ``{(topic, partition): PartitionWriter}``
+    (shared with the caller) or a callable ``(topic, partition) -> PartitionWriter``; by default
+    ``<log_dir>/<topic>-<partition>`` is opened on first use with ``writer_options`` (and closed by
+    :meth:`close`).  ``clock()`` returns milliseconds.  ``first_producer_id`` is where the producer id
+    counter starts for a new log dir.
+    """
+
+    def __init__(self, log_dir, *, writers=None, num_partitions: int = 50, coordinator_epoch: int | None = None,
+                 transaction_version: int = 2, clock=None, first_producer_id: int = 0,
+                 max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, writer_options=None,
+                 state_segment_bytes: int = DEFAULT_STATE_SEGMENT_BYTES, fsync: bool = False):  # fmt: skip
+        if transaction_version not in (0, 1, 2):
+            raise ValueError(f"transaction_version must be 0, 1 or 2, got {transaction_version!r}")
+        if not isinstance(num_partitions, int) or num_partitions <= 0:
+            raise ValueError(f"num_partitions must be a positive integer, got {num_partitions!r}")
+        self.log_dir = os.fspath(log_dir)
+        os.makedirs(self.log_dir, exist_ok=True)
+        self.num_partitions = num_partitions
+        self.transaction_version = transaction_version
+        self.max_transaction_timeout_ms = max_transaction_timeout_ms
+        self._clock = clock if clock is not None else (lambda: int(time.time() * 1000))
+        self._writer_options = dict(writer_options or {})
+        self._fsync = fsync
+        self._state_segment_bytes = state_segment_bytes
+        self._owned: dict = {}
+        if writers is None:
+            self._writers: dict = {}
+            self._writer_factory = None
+        elif callable(writers) and not isinstance(writers, dict):
+            self._writers = {}
+            self._writer_factory = writers
+        else:
+            self._writers = writers
+            self._writer_factory = None
+        self._closed = False
+        self._txns: dict[str, TransactionMetadata] = {}
+        self._state_writers: dict[int, PartitionWriter] = {}
+        existing = self._existing_state_partitions()
+        bad = [n for n in existing if n >= num_partitions]
+        if bad:
+            raise TransactionCoordinatorError(
+                f"{TXN_STATE_TOPIC}-{max(bad)} exists in {self.log_dir} but num_partitions is {num_partitions}: "
+                "transactional ids would map to other partitions"
+            )
+        if coordinator_epoch is None:
+            last = [e[-1][0] for e in (_read_leader_epochs(os.path.join(self._state_dir(n), LEADER_EPOCH_CHECKPOINT))
+                                       for n in existing) if e]  # fmt: skip
+            coordinator_epoch = max(last) + 1 if last else 0
+        self.coordinator_epoch = int(coordinator_epoch)
+        self._next_producer_id = first_producer_id
+        for n in existing:
+            self._load_partition(n)
+        self._next_producer_id = max(self._next_producer_id, self._max_known_producer_id() + 1)
+        # transactions a crash left between Prepare* and Complete*: send their markers again
+        for meta in list(self._txns.values()):
+            if meta.state in (_S.PrepareCommit, _S.PrepareAbort):
+                self._complete(meta, commit=meta.state is _S.PrepareCommit)
+
+    # ------------------------------------------------------------------------------ plumbing
+    def _state_dir(self, n):
+        return os.path.join(self.log_dir, f"{TXN_STATE_TOPIC}-{n}")
+
+    def _existing_state_partitions(self):
+        out = []
+        prefix = TXN_STATE_TOPIC + "-"
+        for name in os.listdir(self.log_dir):
+            if name.startswith(prefix) and name[len(prefix):].isdigit() and os.path.isdir(
+                    os.path.join(self.log_dir, name)):  # fmt: skip
+                out.append(int(name[len(prefix) :]))
+        return sorted(out)
+
+    def _state_writer(self, n) -> PartitionWriter:
+        w = self._state_writers.get(n)
+        if w is None:
+            w = PartitionWriter(self._state_dir(n), leader_epoch=self.coordinator_epoch, fsync=self._fsync,
+                                segment_bytes=self._state_segment_bytes, clock=self._clock)  # fmt: skip
+            self._state_writers[n] = w
+        return w
+
+    def _load_partition(self, n):
+        w = self._state_writer(n)
+        values: dict[str, TxnMetadataValue | None] = {}
+        for base in w.segments:
+            path = os.path.join(w.path, f"{base:020d}.log")
+            with open(path, "rb") as fh:
+                data = fh.read()
+            for rec in decode_txn_records(data):
+                if isinstance(rec.transactional_id, UnknownKey):
+                    continue  # the coordinator skips keys of other versions
+                values[rec.transactional_id] = rec.value
+        for tid, v in values.items():
+            if v is None:
+                self._txns.pop(tid, None)
+            else:
+                self._txns[tid] = TransactionMetadata.from_value(tid, v)
+
+    def _max_known_producer_id(self) -> int:
+        best = -1
+        for m in self._txns.values():
+            best = max(best, m.producer_id, m.previous_producer_id, m.next_producer_id)
+        from .producer_state import read_snapshot
+
+        for name in os.listdir(self.log_dir):
+            d = os.path.join(self.log_dir, name)
+            if not os.path.isdir(d) or name.startswith(TXN_STATE_TOPIC + "-"):
+                continue
+            snaps = sorted(f for f in os.listdir(d) if f.endswith(".snapshot"))
+            if not snaps:
+                continue
+            try:
+                entries = read_snapshot(os.path.join(d, snaps[-1]))
+            except KafkaTxError:
+                continue
+            for e in entries:
+                best = max(best, e.producer_id)
+        for w in self._writers.values():
+            for pid in w.producer_state.producers:
+                best = max(best, pid)
+        return best
+
+    def writer(self, topic: str, partition: int) -> PartitionWriter:
+        """The writer of a data partition (opened on first use unless ``writers`` supplied it)."""
+        key = (topic, partition)
+        w = self._writers.get(key)
+        if w is None:
+            if self._writer_factory is not None:
+                w = self._writer_factory(topic, partition)
+            else:
+                w = PartitionWriter(os.path.join(self.log_dir, f"{topic}-{partition}"), clock=self._clock,
+                                    **self._writer_options)  # fmt: skip
+                self._owned[key] = w
+            self._writers[key] = w
+        return w
+
+    def _persist(self, meta: TransactionMetadata) -> None:
+        n = txn_partition_for(meta.transactional_id, self.num_partitions)
+        value = meta.to_value()
+        batch = encode_txn_records([(meta.transactional_id, value)], timestamp=meta.last_update_timestamp_ms,
+                                   version=1 if meta.client_transaction_version >= 1 else 0)  # fmt: skip
+        self._state_writer(n).append(batch, origin="coordinator")
+
+    def _tombstone(self, transactional_id: str, now: int) -> None:
+        n = txn_partition_for(transactional_id, self.num_partitions)
+        batch = encode_txn_records([(transactional_id, None)], timestamp=now)
+        self._state_writer(n).append(batch, origin="coordinator")
+
+    def _allocate_producer_id(self) -> int:
+        pid = self._next_producer_id
+        self._next_producer_id += 1
+        return pid
+
+    def _check_open(self):
+        if self._closed:
+            raise TransactionCoordinatorError("the coordinator is closed")
+
+    def _now(self) -> int:
+        return int(self._clock())
+
+    def _apply(self, meta: TransactionMetadata, new: TransactionMetadata, *, persist: bool = True) -> None:
+        """Validate ``meta.state -> new.state``, write ``new`` to the state log, then adopt it."""
+        transition(meta.state, new.state, transaction_version=self.transaction_version)
+        if persist:
+            self._persist(new)
+        meta.__dict__.update(new.__dict__)
+        meta.partitions = set(new.partitions)
+
+    # ------------------------------------------------------------------------------ requests
+    def init_producer_id(self, transactional_id: str | None = None, *,
+                         transaction_timeout_ms: int = 60000) -> tuple[int, int]:  # fmt: skip
+        """InitProducerId: ``(producer_id, producer_epoch)`` for a new producer instance.
+
+        ``None`` (an idempotent producer without transactional id) gets a fresh producer id and epoch 0.
+        """
+        self._check_open()
+        if transactional_id is None:
+            return self._allocate_producer_id(), 0
+        if not isinstance(transactional_id, str) or not transactional_id:
+            raise TransactionCoordinatorError("INVALID_REQUEST: the transactional id is empty")
+        if not 0 < transaction_timeout_ms <= self.max_transaction_timeout_ms:
+            raise InvalidTransactionTimeoutError(
+                f"transaction timeout {transaction_timeout_ms} ms is not in (0, {self.max_transaction_timeout_ms}]"
+            )
+        now = self._now()
+        meta = self._txns.get(transactional_id)
+        if meta is None:
+            meta = TransactionMetadata(transactional_id, self._allocate_producer_id(), -1, transaction_timeout_ms,
+                                       _S.Empty, set(), -1, now,
+                                       client_transaction_version=self.transaction_version)  # fmt: skip
+            self._txns[transactional_id] = meta
+        if meta.state in (_S.PrepareCommit, _S.PrepareAbort):
+            raise ConcurrentTransactionsError(f"transaction of {transactional_id!r} is being completed")
+        if meta.state is _S.Ongoing:
+            # fence the previous instance and abort its transaction (Kafka answers CONCURRENT_TRANSACTIONS
+            # and the client retries; the retry is done here at once)
+            self._fence_and_abort(meta)
+        new = meta.copy()
+        new.transaction_timeout_ms = transaction_timeout_ms
+        new.state = _S.Empty
+        new.partitions = set()
+        new.start_timestamp_ms = -1
+        new.last_update_timestamp_ms = now
+        new.client_transaction_version = self.transaction_version
+        new.next_producer_id = -1
+        if meta.producer_epoch >= _EXHAUSTED:  # prepareProducerIdRotation
+            new.previous_producer_id = meta.producer_id
+            new.producer_id = self._allocate_producer_id()
+            new.producer_epoch = 0
+            new.last_producer_epoch = -1
+        else:  # prepareIncrementProducerEpoch
+            new.producer_epoch = meta.producer_epoch + 1
+            new.last_producer_epoch = -1
+        self._apply(meta, new)
+        return meta.producer_id, meta.producer_epoch
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions) -> None:
+        """AddPartitionsToTxn: the transaction moves to (or stays) Ongoing with these partitions."""
+        self._check_open()
+        parts = _check_partitions(partitions)
+        meta = self._txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            raise InvalidProducerIdMappingError(
+                f"producer id {producer_id} is not the current one of transactional id {transactional_id!r}"
+            )
+        if meta.producer_epoch != producer_epoch:
+            raise ProducerFencedError(
+                f"producer epoch {producer_epoch} of {transactional_id!r} is not the current epoch "
+                f"{meta.producer_epoch}: the producer was fenced"
+            )
+        if meta.state in (_S.PrepareCommit, _S.PrepareAbort):
+            raise ConcurrentTransactionsError(f"transaction of {transactional_id!r} is being completed")
+        if meta.state is _S.Ongoing and parts <= meta.partitions:
+            return
+        now = self._now()
+        new = meta.copy()
+        if meta.state in (_S.Empty, _S.CompleteCommit, _S.CompleteAbort):
+            new.start_timestamp_ms = now
+        new.state = _S.Ongoing
+        new.partitions = meta.partitions | parts
+        new.last_update_timestamp_ms = now
+        self._apply(meta, new)
+
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                        commit: bool) -> tuple[int, int]:  # fmt: skip
+        """EndTxn: commit or abort; returns the ``(producer_id, producer_epoch)`` the client continues with
+        (bumped under transaction version 2, unchanged under 0/1)."""
+        self._check_open()
+        meta = self._txns.get(transactional_id)
+        if meta is None:
+            raise InvalidProducerIdMappingError(f"unknown transactional id {transactional_id!r}")
+        done = _S.CompleteCommit if commit else _S.CompleteAbort
+        tv2 = meta.client_transaction_version >= 2
+        if meta.producer_id != producer_id:
+            # TV2: a retry after the producer id rotated at the end of this very transaction
+            if tv2 and producer_id == meta.previous_producer_id and meta.state is done:
+                return meta.producer_id, meta.producer_epoch
+            raise InvalidProducerIdMappingError(
+                f"producer id {producer_id} is not the current one of transactional id {transactional_id!r}"
+            )
+        if tv2 and meta.state is done and producer_epoch == meta.last_producer_epoch >= 0:
+            return meta.producer_id, meta.producer_epoch  # TV2: a retry of the EndTxn that bumped the epoch
+        if producer_epoch != meta.producer_epoch:
+            raise ProducerFencedError(
+                f"producer epoch {producer_epoch} of {transactional_id!r} is not the current epoch "
+                f"{meta.producer_epoch}: the producer was fenced"
+            )
+        if meta.state in (_S.PrepareCommit, _S.PrepareAbort):
+            raise ConcurrentTransactionsError(f"transaction of {transactional_id!r} is being completed")
+        if not tv2 and meta.state is done:
+            return meta.producer_id, meta.producer_epoch  # TV0/1: a retry of a completed EndTxn
+        self._prepare(meta, commit=commit, fence=False)
+        self._complete(meta, commit=commit)
+        return meta.producer_id, meta.producer_epoch
+
+    def abort_timed_out(self, now_ms: int | None = None) -> list[str]:
+        """Fence and abort every Ongoing transaction with ``start + timeout < now``; returns their ids."""
+        self._check_open()
+        now = self._now() if now_ms is None else now_ms
+        out = []
+        for tid, meta in list(self._txns.items()):
+            if meta.state is _S.Ongoing and meta.start_timestamp_ms + meta.transaction_timeout_ms < now:
+                self._fence_and_abort(meta)
+                out.append(tid)
+        return out
+
+    def expire_transactional_ids(self, now_ms: int | None = None, *,
+                                 expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS) -> list[str]:  # fmt: skip
+        """Remove ids idle in Empty/CompleteCommit/CompleteAbort for ``expiration_ms`` (Dead, tombstone)."""
+        self._check_open()
+        now = self._now() if now_ms is None else now_ms
+        out = []
+        for tid, meta in list(self._txns.items()):
+            if meta.state.expiration_allowed and meta.last_update_timestamp_ms + expiration_ms <= now:
+                transition(meta.state, _S.Dead, transaction_version=self.transaction_version)
+                self._tombstone(tid, now)
+                del self._txns[tid]
+                out.append(tid)
+        return out
+
+    # ------------------------------------------------------------------------------ transitions
+    def _fence_and_abort(self, meta: TransactionMetadata) -> None:
+        if meta.producer_epoch >= MAX_PRODUCER_EPOCH:
+            raise TransactionCoordinatorError(
+                f"cannot fence producer {meta.producer_id} of {meta.transactional_id!r}: epoch {meta.producer_epoch} "
+                "would overflow")  # fmt: skip
+        fenced = meta.copy()  # prepareFenceProducerEpoch: in memory only, never written
+        fenced.state = _S.PrepareEpochFence
+        fenced.producer_epoch = meta.producer_epoch + 1
+        fenced.last_producer_epoch = -1
+        self._apply(meta, fenced, persist=False)
+        self._prepare(meta, commit=False, fence=True)
+        self._complete(meta, commit=False)
+
+    def _prepare(self, meta: TransactionMetadata, *, commit: bool, fence: bool) -> None:
+        now = self._now()
+        new = meta.copy()
+        new.state = _S.PrepareCommit if commit else _S.PrepareAbort
+        new.last_update_timestamp_ms = now
+        tv2 = meta.client_transaction_version >= 2
+        if tv2 and not fence:  # KIP-890: bump at prepare time, rotate the id if the epoch is exhausted
+            if meta.producer_epoch >= _EXHAUSTED:
+                new.next_producer_id = self._allocate_producer_id()
+            new.producer_epoch = meta.producer_epoch + 1
+            new.last_producer_epoch = meta.producer_epoch
+        if meta.state in (_S.Empty, _S.CompleteCommit, _S.CompleteAbort):
+            new.start_timestamp_ms = now  # TV2: an abort without partitions
+            new.partitions = set()
+        self._apply(meta, new)
+
+    def _complete(self, meta: TransactionMetadata, *, commit: bool) -> None:
+        kind = "commit" if commit else "abort"
+        for topic, p in sorted(meta.partitions):
+            self.writer(topic, p).append_marker(kind, producer_id=meta.producer_id,
+                                                producer_epoch=meta.producer_epoch,
+                                                coordinator_epoch=self.coordinator_epoch,
+                                                transaction_version=meta.client_transaction_version)  # fmt: skip
+        new = meta.copy()
+        new.state = _S.CompleteCommit if commit else _S.CompleteAbort
+        new.partitions = set()
+        new.last_update_timestamp_ms = self._now()
+        if meta.client_transaction_version >= 2 and meta.next_producer_id >= 0:
+            new.previous_producer_id = meta.producer_id
+            new.producer_id = meta.next_producer_id
+            new.producer_epoch = 0
+            new.next_producer_id = -1
+        self._apply(meta, new)
+
+    # ------------------------------------------------------------------------------ views
+    def describe(self, transactional_id: str) -> TransactionMetadata:
+        meta = self._txns.get(transactional_id)
+        if meta is None:
+            raise TransactionalIdNotFoundError(f"unknown transactional id {transactional_id!r}")
+        return meta.copy()
+
+    def transactional_ids(self) -> list[str]:
+        return sorted(self._txns)
+
+    def state_partition_for(self, transactional_id: str) -> int:
+        return txn_partition_for(transactional_id, self.num_partitions)
+
+    @property
+    def state_partitions(self) -> list[int]:
+        """The ``__transaction_state`` partitions this coordinator has opened (loaded or written)."""
+        return sorted(self._state_writers)
+
+    def close(self) -> None:
+        """Close the state log writers and the data writers this coordinator opened itself."""
+        if self._closed:
+            return
+        self._closed = True
+        for w in self._state_writers.values():
+            w.close()
+        for key, w in self._owned.items():
+            w.close()
+            self._writers.pop(key, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# ---------------------------------------------------------------------------------------- producers
+_PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at byte 43
+_ATTRIBUTES = struct.Struct(">h")
+_CRC = struct.Struct(">I")
+
+
+def stamp_producer(batch, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool) -> bytes:
+    """A copy of a v2 ``batch`` with its producer id, epoch, base sequence and transactional flag set
+    (the CRC is recomputed: these fields are CRC-covered)."""
+    out = bytearray(batch)
+    if len(out) < 61 or out[16] != 2:
+        raise TransactionCoordinatorError("stamp_producer needs one magic v2 record batch")
+    (length,) = struct.unpack_from(">i", out, 8)
+    if length + 12 != len(out):
+        raise TransactionCoordinatorError(f"stamp_producer needs exactly one batch ({length + 12} != {len(out)} bytes)")
+    _PRODUCER_FIELDS.pack_into(out, 43, producer_id, producer_epoch, base_sequence)
+    (attrs,) = _ATTRIBUTES.unpack_from(out, 21)
+    _ATTRIBUTES.pack_into(out, 21, (attrs | 0x10) if transactional else (attrs & ~0x10))
+    _CRC.pack_into(out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
+class IdempotentProducer:
+    """An idempotent (non-transactional) producer: producer id, epoch and a sequence per partition.
+
+    ``send`` builds one batch from ``records`` (``(key, value)``, ``(key, value, timestamp)`` or
+    ``(key, value, timestamp, headers)`` tuples) and appends it to the partition's writer;
+    ``send_batch`` takes a batch built without producer fields and stamps this producer's (as the
+    client's sender does when it drains a batch); ``resend_last`` appends the last batch sent to a
+    partition again (a retry, which the writer answers as a duplicate).
+    """
+
+    transactional = False
+
+    def __init__(self, coordinator: TransactionCoordinator, *, compression="none", clock=None):
+        self.coordinator = coordinator
+        self.compression = compression
+        self._clock = clock if clock is not None else (lambda: int(time.time() * 1000))
+        self._sequences: dict = {}
+        self._last_batch: dict = {}
+        self.producer_id, self.producer_epoch = coordinator.init_producer_id(None)
+
+    def _reset_sequences(self):
+        self._sequences.clear()
+        self._last_batch.clear()
+
+    def next_sequence(self, topic: str, partition: int) -> int:
+        return self._sequences.get((topic, partition), 0)
+
+    def build(self, topic: str, partition: int, records, *, compression=None, compression_level=None) -> bytes:
+        seq = self._sequences.get((topic, partition), 0)
+        b = BatchBuilder(producer_id=self.producer_id, producer_epoch=self.producer_epoch, base_sequence=seq,
+                         transactional=self.transactional,
+                         compression=self.compression if compression is None else compression,
+                         compression_level=compression_level)  # fmt: skip
+        now = None
+        append = b.append
+        for rec in records:
+            n = len(rec)
+            if n == 2:
+                if now is None:
+                    now = self._clock()
+                append(rec[1], rec[0], timestamp=now)
+            elif n == 3:
+                append(rec[1], rec[0], timestamp=rec[2])
+            else:
+                append(rec[1], rec[0], timestamp=rec[2], headers=rec[3])
+        if not b.records_count:
+            raise TransactionCoordinatorError("a batch needs at least one record")
+        return b.build()
+
+    def _send_bytes(self, topic, partition, data, count):
+        info = self.coordinator.writer(topic, partition).append(data)
+        key = (topic, partition)
+        if not info.duplicate:
+            self._sequences[key] = increment_sequence(self._sequences.get(key, 0), count)
+        self._last_batch[key] = data
+        return info
+
+    def send(self, topic: str, partition: int, records, *, compression=None, compression_level=None):
+        """Build a batch of ``records`` with this producer's fields and append it; returns the AppendInfo."""
+        records = records if isinstance(records, list) else list(records)
+        data = self.build(topic, partition, records, compression=compression, compression_level=compression_level)
+        return self._send_bytes(topic, partition, data, len(records))
+
+    def send_batch(self, topic: str, partition: int, batch):
+        """Stamp this producer's id, epoch, next sequence (and transactional flag) on ``batch`` and append it."""
+        (count,) = struct.unpack_from(">i", batch, 57) if len(batch) >= 61 else (0,)
+        if count <= 0:
+            raise TransactionCoordinatorError("send_batch needs a record batch with at least one record")
+        data = stamp_producer(batch, self.producer_id, self.producer_epoch,
+                              self._sequences.get((topic, partition), 0), self.transactional)  # fmt: skip
+        return self._send_bytes(topic, partition, data, count)
+
+    def resend_last(self, topic: str, partition: int):
+        """Append the last batch sent to this partition again, byte for byte (a producer retry)."""
+        data = self._last_batch.get((topic, partition))
+        if data is None:
+            raise TransactionCoordinatorError(f"nothing was sent to {topic}-{partition} yet")
+        return self.coordinator.writer(topic, partition).append(data)
+
+
+class TransactionalProducer(IdempotentProducer):
+    """A transactional producer: ``init_transactions``, ``begin_transaction``, ``send``,
+    ``commit_transaction`` / ``abort_transaction``, following the client's state table
+    (:func:`kafkatx.txnlog.client_transition`).  A fenced producer moves to FATAL_ERROR."""
+
+    transactional = True
+
+    def __init__(self, coordinator: TransactionCoordinator, transactional_id: str, *,
+                 transaction_timeout_ms: int = 60000, compression="none", clock=None, init: bool = True):  # fmt: skip
+        self.coordinator = coordinator
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.compression = compression
+        self._clock = clock if clock is not None else (lambda: int(time.time() * 1000))
+        self._sequences = {}
+        self._last_batch = {}
+        self._partitions: set = set()
+        self.state = ClientTransactionState.UNINITIALIZED
+        self.producer_id, self.producer_epoch = -1, -1
+        if init:
+            self.init_transactions()
+
+    def _to(self, target):
+        self.state = client_transition(self.state, target)
+
+    def init_transactions(self) -> tuple[int, int]:
+        self._to(ClientTransactionState.INITIALIZING)
+        try:
+            pid, epoch = self.coordinator.init_producer_id(
+                self.transactional_id, transaction_timeout_ms=self.transaction_timeout_ms
+            )
+        except KafkaTxError:
+            self.state = ClientTransactionState.FATAL_ERROR
+            raise
+        self.producer_id, self.producer_epoch = pid, epoch
+        self._reset_sequences()
+        self._to(ClientTransactionState.READY)
+        return pid, epoch
+
+    def begin_transaction(self) -> None:
+        self._to(ClientTransactionState.IN_TRANSACTION)
+        self._partitions = set()
+
+    def _fatal(self):
+        self.state = ClientTransactionState.FATAL_ERROR
+
+    def _send_bytes(self, topic, partition, data, count):
+        if self.state is not ClientTransactionState.IN_TRANSACTION:
+            raise TransactionCoordinatorError(f"send needs an open transaction (producer state {self.state.name})")
+        key = (topic, partition)
+        if key not in self._partitions:
+            try:
+                self.coordinator.add_partitions(self.transactional_id, self.producer_id, self.producer_epoch, [key])
+            except (ProducerFencedError, InvalidProducerIdMappingError):
+                self._fatal()
+                raise
+            self._partitions.add(key)
+        try:
+            return super()._send_bytes(topic, partition, data, count)
+        except InvalidProducerEpochError:
+            self._fatal()
+            raise
+
+    def _end(self, commit):
+        self._to(ClientTransactionState.COMMITTING_TRANSACTION if commit
+                 else ClientTransactionState.ABORTING_TRANSACTION)  # fmt: skip
+        try:
+            pid, epoch = self.coordinator.end_transaction(self.transactional_id, self.producer_id,
+                                                          self.producer_epoch, commit)  # fmt: skip
+        except (ProducerFencedError, InvalidProducerIdMappingError, TransactionCoordinatorFencedError):
+            self._fatal()
+            raise
+        if (pid, epoch) != (self.producer_id, self.producer_epoch):
+            self.producer_id, self.producer_epoch = pid, epoch  # TV2: the bumped epoch, sequences from 0
+            self._reset_sequences()
+        self._partitions = set()
+        self._to(ClientTransactionState.READY)
+        return pid, epoch
+
+    def commit_transaction(self) -> tuple[int, int]:
+        return self._end(True)
+
+    def abort_transaction(self) -> tuple[int, int]:
+        return self._end(False)
+
+    @property
+    def partitions_in_transaction(self) -> set:
+        return set(self._partitions)

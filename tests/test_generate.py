@@ -1,0 +1,251 @@
+"""kafkatx.log.generate: the generated log directory reads back exactly as its manifest says, under both
+isolation levels, with and without .txnindex files; generation is deterministic."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+from collections import defaultdict
+
+import pytest
+
+from kafkatx import iter_batches
+from kafkatx.log import open_partition
+from kafkatx.log.generate import (
+    CHECKSUM_DEFINITION,
+    Manifest,
+    generate,
+    kafka_partition_for_key,
+    main_generate,
+    murmur2,
+    record_checksum,
+)
+from kafkatx.log.writer import PartitionWriter
+from kafkatx.txncoord import TransactionCoordinator
+from kafkatx.txnlog import TransactionState
+
+
+def tree_digest(root) -> str:
+    h = hashlib.sha256()
+    for dirpath, _dirs, files in sorted(os.walk(root)):
+        for f in sorted(files):
+            p = pathlib.Path(dirpath, f)
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def check_against_manifest(root, manifest, aborted_source="auto"):
+    """Read every partition with the reader; compare counts, checksums, offsets and per-key sums."""
+    for name, exp in manifest.partitions.items():
+        with open_partition(os.path.join(root, name)) as p:
+            assert p.log_end_offset == exp["log_end_offset"], name
+            assert p.last_stable_offset == exp["last_stable_offset"], name
+            assert len(p.segments) == exp["segments"]
+            committed = list(p.read(isolation="read_committed", aborted_source=aborted_source))
+            uncommitted = list(p.read(isolation="read_uncommitted"))
+        rc, ru = exp["read_committed"], exp["read_uncommitted"]
+        assert record_checksum(committed) == (rc["records"], rc["sha256"]), name
+        assert record_checksum(uncommitted) == (ru["records"], ru["sha256"]), name
+        sums = defaultdict(int)
+        for r in committed:
+            order = json.loads(r.value)
+            assert order["customer"] == r.key.decode() and order["ts"] == r.timestamp
+            sums[r.key.decode()] += order["amount_cents"]
+        assert dict(sums) == rc["amount_cents_by_key"], name
+
+
+CASES = [  # (seed, records, extra arguments)
+    (0, 6_000, dict(zombie_ratio=0.3, retry_ratio=0.2, segment_bytes=1 << 20, batch_records=(5, 60))),
+    (
+        1,
+        20_000,
+        dict(
+            topics=("orders", "payments"),
+            partitions=2,
+            producers=3,
+            abort_ratio=0.3,
+            zombie_ratio=0.2,
+            open_transactions=2,
+            retry_ratio=0.05,
+            segment_bytes=1 << 20,
+            validate=True,
+        ),
+    ),
+    (
+        7,
+        3_000,
+        dict(
+            partitions=1,
+            compression="zstd",
+            transaction_version=0,
+            idempotent_producers=2,
+            plain_producers=0,
+            zombie_ratio=0.5,
+            retry_ratio=0.2,
+            batch_records=(1, 40),
+        ),
+    ),
+]
+
+
+@pytest.fixture(scope="module", params=CASES, ids=[f"seed{c[0]}-{c[1]}" for c in CASES])
+def generated(request, tmp_path_factory):
+    seed, records, kw = request.param
+    root = tmp_path_factory.mktemp(f"gen{seed}")
+    manifest = generate(root, records=records, seed=seed, workers=0, **kw)
+    return root, manifest, kw
+
+
+def test_manifest_describes_the_workload(generated):
+    root, m, kw = generated
+    assert Manifest.load(root) == m and Manifest.load(root / "manifest.json").to_dict() == m.to_dict()
+    assert m.checksum == CHECKSUM_DEFINITION
+    assert m.records == sum(p["read_uncommitted"]["records"] for p in m.partitions.values()) == m.params["records"]
+    assert m.duplicates_rejected > 0 and m.zombie_writes_rejected > 0
+    assert m.zombie_writes_rejected == m.transactions["fenced"]
+    assert m.transactions["committed"] > 0 and m.transactions["aborted"] + m.transactions["fenced"] > 0
+    assert m.transactions["open"] == kw.get("open_transactions", 1)
+    lsos = [(p["last_stable_offset"], p["log_end_offset"]) for p in m.partitions.values()]
+    assert any(lso < leo for lso, leo in lsos)  # the open transactions hold the LSO back
+    committed = sum(p["read_committed"]["records"] for p in m.partitions.values())
+    assert 0 < committed < m.records
+    for name in m.partitions:
+        assert (root / name).is_dir()
+    for name in m.transaction_state_partitions:
+        assert (root / name).is_dir()
+
+
+def test_reads_match_the_manifest(generated):
+    root, m, _ = generated
+    check_against_manifest(root, m)
+
+
+def test_reads_match_without_txnindex_files(generated, tmp_path):
+    root, m, _ = generated
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    removed = 0
+    for dirpath, _dirs, files in os.walk(copy):
+        for f in files:
+            if f.endswith(".txnindex"):
+                os.remove(os.path.join(dirpath, f))
+                removed += 1
+    assert removed > 0
+    check_against_manifest(copy, m, aborted_source="scan")
+
+
+def test_the_logs_are_well_formed(generated):
+    """Every batch valid; the writers' .txnindex files agree with a scan; the directory reopens without
+    repairs; the coordinator reloads its transactions (the open ones still Ongoing)."""
+    root, m, kw = generated
+    codecs = set()
+    for name in m.partitions:
+        with open_partition(root / name) as p:
+            assert p.truncated_tails == []
+            assert p.aborted_transactions_by_segment("txnindex") == p.aborted_transactions_by_segment("scan")
+            for seg in p.segments:
+                for b in iter_batches(seg.mmap):
+                    assert b.is_valid
+                    codecs.add(b.compression)
+    want = (
+        {"none", "gzip", "snappy", "lz4", "zstd"}
+        if kw.get("compression", "mixed") == "mixed"
+        else {kw["compression"], "none"}
+    )  # fmt: skip  (markers are never compressed)
+    assert codecs == want
+    with PartitionWriter(root / next(iter(m.partitions))) as w:
+        assert w.recovery.truncated_bytes == 0 and w.recovery.repaired_txn_indexes == ()
+    with TransactionCoordinator(root) as coord:
+        states = {tid: coord.describe(tid).state for tid in coord.transactional_ids()}
+    assert sorted(states) == m.transactional_ids
+    assert sum(s is TransactionState.Ongoing for s in states.values()) == m.transactions["open"]
+
+
+@pytest.mark.java
+def test_java_oracle_reads_generated_logs(generated, tmp_path):
+    """Kafka's record classes accept every batch of every generated partition (one JVM call)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("java") is None:
+        pytest.skip("java is not on PATH")
+    root, m, _ = generated
+    chunks = []
+    for name in list(m.partitions) + m.transaction_state_partitions:
+        d = root / name
+        chunks += [(d / f).read_bytes() for f in sorted(os.listdir(d)) if f.endswith(".log")]
+    everything = tmp_path / "all.log"
+    everything.write_bytes(b"".join(chunks))
+    oracle = pathlib.Path(__file__).parent / "oracle" / "run.sh"
+    proc = subprocess.run(["bash", str(oracle), "dump", str(everything), "--b64-limit", "0"], capture_output=True,
+                          text=True)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    summary = lines[-1]
+    assert summary["type"] == "summary" and summary["ok"] is True
+    assert summary["valid_bytes"] == summary["size"] == everything.stat().st_size
+    batches = [x for x in lines if x["type"] == "batch"]
+    assert batches and all(b["crc_valid"] and b["ensure_valid"] == "ok" for b in batches)
+    assert summary["records"] == sum(1 for _ in iter_records(everything.read_bytes()))
+
+
+def iter_records(data):
+    for b in iter_batches(data):
+        yield from b.records()
+
+
+def test_deterministic_and_independent_of_workers(tmp_path):
+    kw = dict(records=4_000, seed=11, zombie_ratio=0.2, retry_ratio=0.1, batch_records=(10, 80))
+    a = generate(tmp_path / "a", workers=0, **kw)
+    b = generate(tmp_path / "b", workers=2, **kw)
+    assert a == b
+    assert tree_digest(tmp_path / "a") == tree_digest(tmp_path / "b")
+    c = generate(tmp_path / "c", workers=0, **{**kw, "seed": 12})
+    assert c.partitions != a.partitions
+    with pytest.raises(FileExistsError):
+        generate(tmp_path / "a", **kw)
+    again = generate(tmp_path / "a", workers=0, overwrite=True, **kw)
+    assert again == a
+
+
+def test_target_bytes(tmp_path):
+    m = generate(tmp_path / "g", target_bytes=1_500_000, seed=3, workers=0)
+    assert 1_000_000 < m.bytes < 2_000_000
+    assert m.params["records"] == m.records
+    check_against_manifest(tmp_path / "g", m)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(topics=("bad topic",)), dict(topics=("a", "a")), dict(partitions=0), dict(open_transactions=9),
+    dict(abort_ratio=1.5), dict(records=-1), dict(compression="brotli"), dict(batch_records=(5, 1)),
+    dict(producers=0, idempotent_producers=0, plain_producers=0), dict(records=None),
+])  # fmt: skip
+def test_bad_arguments(tmp_path, kwargs):
+    with pytest.raises(ValueError):
+        generate(tmp_path / "x", workers=0, **kwargs)
+
+
+def test_cli(tmp_path, capfd):
+    out = tmp_path / "cli"
+    assert main_generate([str(out), "--records", "2k", "--seed", "5", "--partitions", "2", "--workers", "0"]) == 0
+    m = Manifest.load(out)
+    assert m.records == 2000 and m.seed == 5 and len(m.partitions) == 2
+    assert "wrote 2000 records" in capfd.readouterr().out
+    assert main_generate([str(out), "--records", "10"]) == 1  # not empty
+    assert main_generate([str(out), "--abort-ratio", "2"]) == 2
+    assert main_generate([str(tmp_path / "t"), "--bytes", "300KB", "--quiet", "--workers", "0"]) == 0
+    assert 150_000 < Manifest.load(tmp_path / "t").bytes < 450_000
+
+
+def test_murmur2_matches_kafka():
+    # Kafka's UtilsTest.testMurmur2
+    cases = {b"21": -973932308, b"foobar": -790332482, b"a-little-bit-long-string": -985981536,
+             b"a-little-bit-longer-string": -1486304829, b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+             b"abc": 479470107}  # fmt: skip
+    for data, expected in cases.items():
+        assert murmur2(data) == expected
+    assert kafka_partition_for_key(b"foobar", 7) == (-790332482 & 0x7FFFFFFF) % 7

@@ -1,0 +1,616 @@
+"""kafkatx.log.writer.PartitionWriter: appends like a broker leader, recovers like LogLoader.
+
+Checked against kafkatx's reader (both codec backends), ``producer_state.rebuild_from_log`` on the written
+log, Kafka's own storage goldens (``tests/vectors/java-storage/recover_segment_mixed``) and, with
+``-m java``, Kafka's record classes (the oracle's ``dump``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import struct
+import subprocess
+
+import pytest
+
+import kafkatx
+from kafkatx import BatchBuilder, iter_batches
+from kafkatx.errors import (
+    CorruptRecordError,
+    CrcMismatchError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTxnStateError,
+    KafkaTxError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
+from kafkatx.log import OffsetIndex, TimeIndex, open_partition
+from kafkatx.log.writer import (
+    AppendInfo,
+    LogClosedError,
+    PartitionWriter,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from kafkatx.producer_state import read_snapshot, rebuild_from_log
+from kafkatx.transactions import encode_marker
+from kafkatx.txnindex import encode_txnindex, read_txnindex
+
+HERE = pathlib.Path(__file__).parent
+GOLDEN_SEGMENT = HERE / "vectors" / "java-golden" / "segment_mixed.bin"
+RECOVER = HERE / "vectors" / "java-storage" / "recover_segment_mixed"
+ORACLE = HERE / "oracle" / "run.sh"
+T0 = 1_700_000_000_000
+
+
+class Clock:
+    def __init__(self, now=T0 + 10_000):
+        self.now = now
+
+    def __call__(self):
+        self.now += 1
+        return self.now
+
+
+def batch(codec=None, *, pid=-1, epoch=-1, seq=-1, txn=False, n=3, ts=T0, compression="none", tag=b"v",
+          base_offset=0):  # fmt: skip
+    b = (codec.BatchBuilder if codec else BatchBuilder)(producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                                                        transactional=txn, compression=compression,
+                                                        base_offset=base_offset)  # fmt: skip
+    for i in range(n):
+        b.append(tag + b"-%d" % i, b"k%d" % (i % 2), timestamp=ts + i)
+    return b.build()
+
+
+def log_files(path):
+    return sorted(p for p in os.listdir(path) if p.endswith(".log"))
+
+
+def whole_log(path) -> bytes:
+    return b"".join(pathlib.Path(path, f).read_bytes() for f in log_files(path))
+
+
+def dir_state(path):
+    """Every file's bytes (indexes excluded: the active ones are preallocated and rewritten in place)."""
+    out = {}
+    for name in sorted(os.listdir(path)):
+        if name.endswith((".index", ".timeindex")):
+            continue
+        out[name] = pathlib.Path(path, name).read_bytes()
+    return out
+
+
+def snapshot_set(entries):
+    return {tuple(e) for e in entries}
+
+
+@pytest.fixture
+def part(tmp_path):
+    return tmp_path / "orders-0"
+
+
+# ------------------------------------------------------------------------------------------ round trip
+def test_round_trip_both_backends(tmp_path, codec):
+    """Everything written with one backend reads back, with either isolation, through the reader."""
+    path = tmp_path / "orders-0"
+    clock = Clock()
+    with PartitionWriter(path, codec=codec, clock=clock, segment_bytes=700, index_interval_bytes=100) as w:
+        assert w.topic_partition == ("orders", 0)
+        a = w.append(batch(codec, tag=b"plain"))
+        assert (a.first_offset, a.last_offset, a.duplicate) == (0, 2, False)
+        w.append(batch(codec, pid=10, epoch=0, seq=0, txn=True, tag=b"t10", compression="gzip"))  # 3..5
+        w.append(batch(codec, pid=11, epoch=0, seq=0, tag=b"idem"))  # 6..8
+        w.append(batch(codec, pid=12, epoch=0, seq=0, txn=True, tag=b"t12"))  # 9..11
+        assert w.append_marker("abort", producer_id=10, producer_epoch=0, coordinator_epoch=1) == 12
+        w.append(batch(codec, pid=12, epoch=0, seq=3, txn=True, tag=b"t12b", compression="zstd"))  # 13..15
+        assert w.append_marker("commit", producer_id=12, producer_epoch=0, coordinator_epoch=1) == 16
+        w.append(batch(codec, pid=13, epoch=0, seq=0, txn=True, tag=b"open"))  # 17..19, left open
+        w.append(batch(codec, tag=b"after"))  # 20..22
+        assert w.log_end_offset == 23 and w.last_stable_offset == 17
+        assert w.ongoing_transactions() == {13: 17}
+        assert len(w.segments) > 1
+    with open_partition(path, codec=codec) as p:
+        committed = [(r.offset, r.value) for r in p.read(isolation="read_committed")]
+        uncommitted = [r.offset for r in p.read(isolation="read_uncommitted")]
+        lso, leo = p.last_stable_offset, p.log_end_offset
+        same = p.aborted_transactions_by_segment("txnindex") == p.aborted_transactions_by_segment("scan")
+    assert committed == [(0, b"plain-0"), (1, b"plain-1"), (2, b"plain-2"), (6, b"idem-0"), (7, b"idem-1"),
+                         (8, b"idem-2"), (9, b"t12-0"), (10, b"t12-1"), (11, b"t12-2"), (13, b"t12b-0"),
+                         (14, b"t12b-1"), (15, b"t12b-2")]  # fmt: skip
+    assert uncommitted == [o for o in range(23) if o not in (12, 16)]
+    assert lso == 17 and leo == 23 and same
+
+
+def test_crc_not_recomputed_for_offsets_and_leader_epoch(part):
+    """baseOffset and partitionLeaderEpoch are outside the CRC: the written batch differs from the client's
+    only there, and its stored CRC (unchanged) is valid."""
+    data = batch(pid=5, epoch=0, seq=0, n=4)
+    with PartitionWriter(part, leader_epoch=7) as w:
+        w.append(batch())  # offsets 0..2 first, so the batch moves
+        info = w.append(data)
+    written = whole_log(part)[info.position :]
+    assert len(written) == len(data) == info.size_in_bytes
+    assert written[16:] == data[16:]  # magic, CRC and everything CRC-covered: untouched
+    assert written[8:12] == data[8:12]  # batch length
+    assert struct.unpack_from(">q", written, 0)[0] == 3 and struct.unpack_from(">i", written, 12)[0] == 7
+    assert struct.unpack_from(">q", data, 0)[0] == 0 and struct.unpack_from(">i", data, 12)[0] == -1
+    (b,) = iter_batches(written)
+    assert b.is_valid and b.crc == struct.unpack_from(">I", data, 17)[0] == b.compute_crc()
+    assert (b.base_offset, b.last_offset, b.partition_leader_epoch) == (3, 6, 7)
+
+
+def test_max_timestamp_and_log_append_time_rewrite_the_crc(part, tmp_path):
+    data = bytearray(batch(n=3, ts=T0))  # max timestamp T0 + 2
+    struct.pack_into(">q", data, 35, T0 + 100)  # a client that lies about the max timestamp
+    struct.pack_into(">I", data, 17, kafkatx.crc32c(memoryview(data)[21:]))
+    with PartitionWriter(part) as w:
+        info = w.append(bytes(data))
+    assert info.max_timestamp == T0 + 2
+    (b,) = iter_batches(whole_log(part))
+    assert b.max_timestamp == T0 + 2 and b.is_valid  # LogValidator.setMaxTimestamp recomputes the CRC
+    lat = tmp_path / "lat-0"
+    with PartitionWriter(lat, timestamp_type="log_append_time", clock=lambda: T0 + 5000) as w:
+        info = w.append(batch(n=2))
+    assert info.log_append_time == T0 + 5000
+    (b,) = iter_batches(whole_log(lat))
+    assert b.timestamp_type == "log_append_time" and b.max_timestamp == T0 + 5000 and b.is_valid
+    assert [r.timestamp for r in b.records()] == [T0 + 5000, T0 + 5000]
+
+
+# ------------------------------------------------------------------------------------------ rejections
+def _rejections():
+    def crc(d):
+        d = bytearray(d)
+        d[-1] ^= 1
+        return bytes(d)
+
+    def magic1(d):
+        d = bytearray(d)
+        d[16] = 1
+        return bytes(d)
+
+    def bad_delta(d):  # record 0 claims offset delta 1: records are not numbered 0..n-1
+        d = bytearray(d)
+        assert d[61 + 3] == 0  # length varint, attributes, timestamp delta, offset delta
+        d[61 + 3] = 2  # zigzag(1)
+        struct.pack_into(">I", d, 17, kafkatx.crc32c(memoryview(d)[21:]))
+        return bytes(d)
+
+    def pid_without_sequence():  # the builder refuses it; a broken client might not
+        d = bytearray(batch(n=2))
+        struct.pack_into(">qhi", d, 43, 5, 0, -1)
+        struct.pack_into(">I", d, 17, kafkatx.crc32c(memoryview(d)[21:]))
+        return bytes(d)
+
+    ok = batch(n=2)
+    gapped = BatchBuilder()
+    gapped.append(b"a", timestamp=T0)
+    gapped.append(b"b", timestamp=T0, offset=2)
+    return [
+        ("control batch", encode_marker("commit", producer_id=5, producer_epoch=0, base_offset=0), InvalidRecordError),
+        ("two batches", ok + ok, InvalidRecordError),
+        ("truncated", ok[:-1], CorruptRecordError),
+        ("too short", ok[:40], CorruptRecordError),
+        ("bad crc", crc(ok), CrcMismatchError),
+        ("magic 1", magic1(ok), InvalidRecordError),
+        ("pid without sequence", pid_without_sequence(), InvalidRecordError),
+        ("offset gap", gapped.build(), InvalidRecordError),
+        ("record offset delta", bad_delta(ok), InvalidRecordError),
+        ("not bytes", "text", TypeError),
+    ]
+
+
+@pytest.mark.parametrize("what,data,error", _rejections(), ids=[r[0] for r in _rejections()])
+def test_invalid_client_batches_write_nothing(part, what, data, error):
+    with PartitionWriter(part) as w:
+        w.append(batch())
+        before = dir_state(part)
+        with pytest.raises(error):
+            w.append(data)
+        assert dir_state(part) == before and w.log_end_offset == 3
+    if error is not TypeError:
+        assert issubclass(error, KafkaTxError)
+
+
+def test_size_limits(part):
+    big = batch(n=200)
+    with PartitionWriter(part, max_message_bytes=len(big) - 1) as w:
+        with pytest.raises(RecordTooLargeError):
+            w.append(big)
+    with PartitionWriter(part, max_message_bytes=None, segment_bytes=len(big) - 1) as w:
+        with pytest.raises(RecordBatchTooLargeError):
+            w.append(big)
+        assert w.log_end_offset == 0 and w.size_in_bytes == 0
+    assert issubclass(RecordTooLargeError, KafkaTxError) and issubclass(RecordBatchTooLargeError, KafkaTxError)
+
+
+def test_producer_state_checks_run_before_anything_is_written(part):
+    w = PartitionWriter(part, clock=Clock())
+
+    def snapshot():
+        return dir_state(part), snapshot_set(w.producer_state.snapshot_entries()), w.log_end_offset
+
+    first = w.append(batch(pid=7, epoch=3, seq=0, n=2))
+    w.append(batch(pid=7, epoch=3, seq=2, n=2))
+    w.append(batch(pid=8, epoch=0, seq=0, txn=True, n=1))
+    before = snapshot()
+    # a retry of an earlier batch: the original offsets, nothing written
+    dup = w.append(batch(pid=7, epoch=3, seq=0, n=2))
+    assert dup.duplicate and (dup.first_offset, dup.last_offset) == (first.first_offset, first.last_offset)
+    assert dup.size_in_bytes == 0 and dup.position == -1
+    assert snapshot() == before
+    rejected = [
+        (batch(pid=7, epoch=3, seq=5, n=1), OutOfOrderSequenceError),  # gap after 3
+        (batch(pid=7, epoch=2, seq=4, n=1), InvalidProducerEpochError),  # fenced epoch
+        (batch(pid=7, epoch=4, seq=1, n=1), OutOfOrderSequenceError),  # new epoch must start at 0
+        (batch(pid=8, epoch=0, seq=1, n=1), InvalidTxnStateError),  # non-transactional inside a transaction
+    ]
+    for data, error in rejected:
+        with pytest.raises(error):
+            w.append(data)
+        assert snapshot() == before
+    with pytest.raises(InvalidProducerEpochError):
+        w.append_marker("commit", producer_id=8, producer_epoch=-1, coordinator_epoch=0)
+    assert snapshot() == before
+    w.append_marker("abort", producer_id=8, producer_epoch=0, coordinator_epoch=5)
+    before = snapshot()
+    with pytest.raises(TransactionCoordinatorFencedError):
+        w.append_marker("commit", producer_id=8, producer_epoch=0, coordinator_epoch=4)
+    assert snapshot() == before
+    w.append(batch(pid=8, epoch=0, seq=1, txn=True, n=1))
+    before = snapshot()
+    with pytest.raises(InvalidProducerEpochError):  # TV2: the marker must carry a bumped epoch
+        w.append_marker("commit", producer_id=8, producer_epoch=0, coordinator_epoch=5, transaction_version=2)
+    assert snapshot() == before
+    assert w.append_marker("commit", producer_id=8, producer_epoch=1, coordinator_epoch=5, transaction_version=2)
+    state = snapshot_set(w.producer_state.snapshot_entries())
+    leo = w.log_end_offset
+    w.close()
+    # the same state comes back from the log alone
+    m, _ = rebuild_from_log(whole_log(part))
+    assert snapshot_set(m.snapshot_entries()) == state
+    w = PartitionWriter(part)
+    assert snapshot_set(w.producer_state.snapshot_entries()) == state and w.log_end_offset == leo
+    assert w.append(batch(pid=7, epoch=3, seq=2, n=2)).duplicate  # the dedup window survived the reopen
+    w.close()
+    with pytest.raises(LogClosedError):
+        w.append(batch())
+
+
+def test_replication_keeps_offsets_and_rejects_going_back(part):
+    with PartitionWriter(part) as w:
+        info = w.append(batch(base_offset=10, n=2), origin="replication")
+        assert (info.first_offset, info.last_offset) == (10, 11) and w.log_end_offset == 12
+        with pytest.raises(UnexpectedAppendOffsetError):
+            w.append(batch(base_offset=11, n=1), origin="replication")
+        two = batch(base_offset=12, n=1) + batch(base_offset=20, n=2)  # several batches, a gap (compaction)
+        assert w.append(two, origin="replication").last_offset == 21
+        assert w.log_end_offset == 22
+        with pytest.raises(ValueError):
+            w.append(batch(), origin="elsewhere")
+    assert [(b.base_offset, b.last_offset) for b in iter_batches(whole_log(part))] == [(10, 11), (12, 12), (20, 21)]
+
+
+# ------------------------------------------------------------------------------------------ txnindex
+def _txn_workload(w, clock_ts=T0):
+    """Interleaved transactions of three producers over several segments."""
+    seqs = {}
+
+    def send(pid, txn=True, n=2):
+        s = seqs.get(pid, 0)
+        seqs[pid] = s + n
+        return w.append(batch(pid=pid, epoch=0, seq=s, txn=txn, n=n, tag=b"p%d" % pid))
+
+    send(100)
+    send(200)
+    send(300, n=4)
+    w.append_marker("abort", producer_id=200, producer_epoch=0, coordinator_epoch=2)  # LSO: 100's first offset
+    send(100)
+    w.append_marker("abort", producer_id=100, producer_epoch=0, coordinator_epoch=2)  # LSO: 300's first offset
+    w.append_marker("abort", producer_id=100, producer_epoch=0, coordinator_epoch=2)  # nothing open: no entry
+    send(200)
+    w.append_marker("commit", producer_id=300, producer_epoch=0, coordinator_epoch=2)
+    send(400, txn=False, n=3)
+    w.append_marker("abort", producer_id=200, producer_epoch=0, coordinator_epoch=3)  # nothing else open
+    send(100)
+    send(300)
+
+
+def test_txnindex_entries_are_the_brokers(part):
+    with PartitionWriter(part, segment_bytes=400, clock=Clock()) as w:
+        _txn_workload(w)
+        assert w.ongoing_transactions() == {100: w.ongoing_transactions()[100], 300: w.ongoing_transactions()[300]}
+    m, aborted = rebuild_from_log(whole_log(part))
+    assert [(a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset) for a in aborted] == [
+        (200, 2, 8, 0), (100, 0, 11, 4), (200, 13, 19, 20)]  # fmt: skip
+    # each entry sits in the .txnindex of the segment holding its marker, byte for byte
+    bases = [int(f[:-4]) for f in log_files(part)]
+    assert len(bases) > 2
+    for i, base in enumerate(bases):
+        end = bases[i + 1] if i + 1 < len(bases) else 1 << 62
+        mine = [a for a in aborted if base <= a.last_offset < end]
+        f = part / f"{base:020d}.txnindex"
+        if mine:
+            assert f.read_bytes() == encode_txnindex(mine)
+            assert read_txnindex(f) == mine
+        else:
+            assert not f.exists() or f.read_bytes() == b""
+    with open_partition(part) as p:
+        assert p.aborted_transactions_by_segment("txnindex") == p.aborted_transactions_by_segment("scan")
+
+
+def test_golden_replay_matches_kafka_storage(part):
+    """segment_mixed replayed with origin=replication gives Kafka's .txnindex bytes and snapshot."""
+    data = GOLDEN_SEGMENT.read_bytes()
+    with PartitionWriter(part) as w:
+        for b in iter_batches(data):
+            w.append(b.tobytes(), origin="replication")
+        assert w.log_end_offset == 18
+    assert (part / "00000000000000000000.log").read_bytes() == (RECOVER / "00000000000000000000.log").read_bytes()
+    assert (part / "00000000000000000000.txnindex").read_bytes() == (
+        RECOVER / "00000000000000000000.txnindex").read_bytes()  # fmt: skip
+    golden = read_snapshot(RECOVER / "00000000000000000018.snapshot")
+    ours = read_snapshot(part / "00000000000000000018.snapshot")
+    assert snapshot_set(ours) == snapshot_set(golden) and len(ours) == len(golden) == 4
+    expected = json.loads((RECOVER / "recover.json").read_text())["txnindex"]["entries"]
+    assert [tuple(e.values())[1:] for e in expected] == [tuple(a)[:4] for a in read_txnindex(
+        part / "00000000000000000000.txnindex")]  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------ indexes
+def _expected_indexes(batches_meta, interval):
+    """LogSegment.append's rule, restated: (offset entries, time entries before the final one, max ts, its offset)."""
+    since = 0
+    max_ts, off_max = -1, None
+    idx, tidx = [], []
+    for pos, size, last, mts in batches_meta:
+        if mts > max_ts:
+            max_ts, off_max = mts, last
+        if since > interval:
+            idx.append((last, pos))
+            if not tidx or max_ts > tidx[-1][0]:
+                tidx.append((max_ts, off_max))
+            since = 0
+        since += size
+    return idx, tidx, max_ts, off_max
+
+
+def test_index_entries_at_kafkas_intervals(part):
+    interval = 300
+    timestamps = [T0 + 50, T0 + 10, T0 + 70, T0 + 70, T0 + 20, T0 + 200, T0 + 5, T0 + 300, T0 + 250, T0 + 90]
+    with PartitionWriter(part, index_interval_bytes=interval) as w:
+        for i, ts in enumerate(timestamps * 3):
+            w.append(batch(n=1 + (i * 7) % 9, ts=ts, tag=b"x" * (i % 40)))
+    cols = kafkatx.scan_batches(whole_log(part))
+    meta = list(zip(cols["position"], cols["size_in_bytes"], cols["last_offset"], cols["max_timestamp"]))
+    idx, tidx, max_ts, off_max = _expected_indexes(meta, interval)
+    assert len(idx) > 5
+    oi = OffsetIndex(part / "00000000000000000000.index", 0)
+    assert [tuple(e) for e in oi.entries()] == idx
+    assert os.path.getsize(part / "00000000000000000000.index") == 8 * len(idx)  # trimmed at close
+    ti = TimeIndex(part / "00000000000000000000.timeindex", 0)
+    final = [] if tidx and tidx[-1][0] >= max_ts else [(max_ts, off_max)]
+    assert [tuple(e) for e in ti.entries()] == tidx + final  # + the entry written when the segment closes
+    for off, pos in idx:  # every entry points at the batch that holds its offset
+        (b,) = [b for b in iter_batches(whole_log(part)) if b.position == pos]
+        assert b.base_offset <= off <= b.last_offset
+
+
+def test_roll_snapshots_and_trimmed_indexes(part):
+    seg = 600
+    with PartitionWriter(part, segment_bytes=seg, index_interval_bytes=50, clock=Clock()) as w:
+        _txn_workload(w)
+        bases = w.segments
+    assert bases == [int(f[:-4]) for f in log_files(part)] and len(bases) >= 3
+    data = whole_log(part)
+    batches = list(iter_batches(data))
+    for i, base in enumerate(bases):
+        size = os.path.getsize(part / f"{base:020d}.log")
+        assert 0 < size <= seg
+        first = next(b for b in iter_batches((part / f"{base:020d}.log").read_bytes()))
+        assert first.base_offset == base
+        if i:  # <base>.snapshot: the producer state of everything before the new segment
+            prefix = [b for b in batches if b.last_offset < base]
+            m, _ = rebuild_from_log(prefix)
+            assert snapshot_set(read_snapshot(part / f"{base:020d}.snapshot")) == snapshot_set(m.snapshot_entries())
+        for suffix, size_ in ((".index", 8), (".timeindex", 12)):
+            f = part / f"{base:020d}{suffix}"
+            assert os.path.getsize(f) % size_ == 0 and os.path.getsize(f) < 10 << 20  # trimmed, not preallocated
+        OffsetIndex(part / f"{base:020d}.index", base).sanity_check()
+    # the close snapshot, named after the log end offset, holds the final state
+    leo = batches[-1].last_offset + 1
+    m, _ = rebuild_from_log(data)
+    assert snapshot_set(read_snapshot(part / f"{leo:020d}.snapshot")) == snapshot_set(m.snapshot_entries())
+
+
+# ------------------------------------------------------------------------------------------ recovery
+def _written(part, **kw):
+    w = PartitionWriter(part, segment_bytes=500, index_interval_bytes=60, max_index_size=4096, clock=Clock(), **kw)
+    _txn_workload(w)
+    return w
+
+
+def test_reopen_after_torn_tail_at_every_byte(tmp_path):
+    src = tmp_path / "src" / "orders-0"
+    w = _written(src)
+    w.append(batch(pid=500, epoch=0, seq=0, txn=True, n=5, tag=b"last" * 3))  # the batch that gets torn
+    w.close()
+    last_file = src / log_files(src)[-1]
+    seg_bytes = last_file.read_bytes()
+    last = list(iter_batches(seg_bytes))[-1]
+    start, end = last.position, last.position + last.size_in_bytes
+    full = whole_log(src)
+    for cut in range(start, end):
+        d = tmp_path / f"cut{cut}" / "orders-0"
+        shutil.copytree(src, d)
+        with open(d / last_file.name, "r+b") as fh:
+            fh.truncate(cut)
+        w = PartitionWriter(d, segment_bytes=500, index_interval_bytes=60, max_index_size=4096)
+        try:
+            assert w.recovery.truncated_bytes == cut - start and w.recovery.truncated_at == start
+            assert w.log_end_offset == last.base_offset
+            kept = whole_log(d)
+            assert kept == full[: len(kept)] and len(kept) == len(full) - last.size_in_bytes  # no complete batch lost
+            m, aborted = rebuild_from_log(kept)
+            assert snapshot_set(w.producer_state.snapshot_entries()) == snapshot_set(m.snapshot_entries())
+            assert w.ongoing_transactions() == {t.producer_id: t.first_offset for t in m.ongoing_transactions()}
+            assert not (d / f"{last.last_offset + 1:020d}.snapshot").exists()  # beyond the log end: deleted
+            for base in w.segments:
+                OffsetIndex(d / f"{base:020d}.index", base).sanity_check()
+                for off, pos in OffsetIndex(d / f"{base:020d}.index", base).entries():
+                    assert pos < os.path.getsize(d / f"{base:020d}.log")
+            if cut == start + 1:  # the writer goes on where the log ends
+                again = w.append(batch(pid=500, epoch=0, seq=0, txn=True, n=5, tag=b"last" * 3))
+                assert (again.first_offset, again.duplicate) == (last.base_offset, False)
+                w.append_marker("commit", producer_id=500, producer_epoch=0, coordinator_epoch=9)
+        finally:
+            w.close()
+        with open_partition(d) as p:
+            assert p.truncated_tails == [] and p.log_end_offset == w.log_end_offset
+            assert p.aborted_transactions_by_segment("txnindex") == p.aborted_transactions_by_segment("scan")
+        shutil.rmtree(d.parent)
+
+
+def test_reopen_after_crash_without_close(tmp_path):
+    """A writer that never closed: preallocated indexes, no close snapshot, a half-written batch and a
+    missing .txnindex entry (crash between the marker and its index entry) -- all repaired."""
+    src = tmp_path / "a" / "orders-0"
+    w = _written(src)
+    w.append(batch(pid=600, epoch=0, seq=0, txn=True, n=2))
+    w.append_marker("abort", producer_id=600, producer_epoch=0, coordinator_epoch=9)
+    expected_state = snapshot_set(w.producer_state.snapshot_entries())
+    leo = w.log_end_offset
+    crashed = tmp_path / "b" / "orders-0"
+    shutil.copytree(src, crashed)  # the files as they are while the writer is still open
+    w.close()
+    active = crashed / log_files(crashed)[-1]
+    txn_file = active.with_suffix(".txnindex")
+    entries = read_txnindex(txn_file)
+    with open(txn_file, "r+b") as fh:  # the marker reached the log, its index entry did not
+        fh.truncate(34 * (len(entries) - 1) + 5)
+    with open(active, "ab") as fh:
+        fh.write(batch(n=3)[:-7])  # a torn append
+    assert os.path.getsize(active.with_suffix(".index")) == 4096  # preallocated
+    w2 = PartitionWriter(crashed, segment_bytes=500, index_interval_bytes=60, max_index_size=4096)
+    assert w2.log_end_offset == leo and w2.recovery.truncated_bytes == len(batch(n=3)) - 7
+    assert snapshot_set(w2.producer_state.snapshot_entries()) == expected_state
+    assert read_txnindex(txn_file) == entries and str(txn_file) in w2.recovery.repaired_txn_indexes
+    w2.close()
+    assert whole_log(crashed) == whole_log(src)
+    assert read_txnindex(txn_file) == read_txnindex(src / txn_file.name)
+
+
+@pytest.mark.parametrize("damage", ["crc", "magic", "size", "offsets"])
+def test_reopen_cuts_the_last_segment_at_its_first_invalid_batch(tmp_path, damage):
+    """As LogSegment.recover: everything from the first batch that fails validation on is cut."""
+    d = tmp_path / "orders-0"
+    w = PartitionWriter(d)
+    for i in range(6):
+        w.append(batch(pid=9, epoch=0, seq=3 * i, n=3, tag=b"b%d" % i))
+    w.close()
+    f = d / "00000000000000000000.log"
+    batches = list(iter_batches(f.read_bytes()))
+    victim = batches[3]
+    data = bytearray(f.read_bytes())
+    if damage == "crc":
+        data[victim.position + 70] ^= 0xFF
+    elif damage == "magic":
+        data[victim.position + 16] = 7
+    elif damage == "size":
+        struct.pack_into(">i", data, victim.position + 8, 5)
+    else:  # a batch whose offsets go backwards
+        struct.pack_into(">q", data, victim.position, 1)
+    f.write_bytes(bytes(data))
+    w = PartitionWriter(d)
+    try:
+        assert w.recovery.truncated_at == victim.position
+        assert w.recovery.truncated_bytes == len(data) - victim.position
+        assert w.log_end_offset == victim.base_offset == 9
+        m, _ = rebuild_from_log(bytes(data[: victim.position]))
+        assert snapshot_set(w.producer_state.snapshot_entries()) == snapshot_set(m.snapshot_entries())
+        info = w.append(batch(pid=9, epoch=0, seq=9, n=3))  # the producer continues where the log ends
+        assert (info.first_offset, info.duplicate) == (9, False)
+    finally:
+        w.close()
+    assert f.read_bytes()[: victim.position] == bytes(data[: victim.position])
+
+
+def test_reopen_rebuilds_broken_indexes_and_uses_snapshots(tmp_path):
+    d = tmp_path / "orders-0"
+    _written(d).close()
+    bases = [int(f[:-4]) for f in log_files(d)]
+    first_index = d / f"{bases[0]:020d}.index"
+    good = first_index.read_bytes()
+    first_index.write_bytes(good[:-3])  # not a whole number of entries
+    (d / f"{bases[1]:020d}.timeindex").unlink()
+    (d / "00000000000000000999.index").write_bytes(b"\0" * 8)  # an orphan: no .log
+    (d / f"{bases[-1]:020d}.snapshot.tmp").write_bytes(b"partial")  # an interrupted snapshot write
+    w = PartitionWriter(d, segment_bytes=500, index_interval_bytes=60, max_index_size=4096)
+    try:
+        assert str(first_index) in w.recovery.rebuilt_indexes
+        assert first_index.read_bytes() == good
+        assert (d / f"{bases[1]:020d}.timeindex").exists()
+        assert not (d / "00000000000000000999.index").exists()
+        assert not (d / f"{bases[-1]:020d}.snapshot.tmp").exists()
+        assert w.recovery.snapshot_offset == bases[-1]  # the roll snapshot; only the last segment replayed
+        assert w.recovery.replayed_from == bases[-1]
+    finally:
+        w.close()
+    # a corrupt snapshot is deleted and an older one (or none) is used instead
+    snap = d / f"{bases[-1]:020d}.snapshot"
+    snap.write_bytes(snap.read_bytes()[:-1] + b"\x00")
+    w = PartitionWriter(d, segment_bytes=500, index_interval_bytes=60, max_index_size=4096)
+    try:
+        assert str(snap) in w.recovery.deleted_files
+        assert w.recovery.snapshot_offset == bases[-2]
+        m, _ = rebuild_from_log(whole_log(d))
+        assert snapshot_set(w.producer_state.snapshot_entries()) == snapshot_set(m.snapshot_entries())
+    finally:
+        w.close()
+
+
+def test_leader_epoch_checkpoint(part):
+    with PartitionWriter(part, leader_epoch=3) as w:
+        w.append(batch())
+        w.leader_epoch = 5
+        w.append(batch())
+        assert w.leader_epochs == [(3, 0), (5, 3)]
+    assert (part / "leader-epoch-checkpoint").read_text() == "0\n2\n3 0\n5 3\n"
+
+
+def test_append_info_is_a_named_tuple():
+    assert AppendInfo._fields[:4] == ("first_offset", "last_offset", "log_append_time", "duplicate")
+
+
+# ------------------------------------------------------------------------------------------ Kafka reads it
+@pytest.mark.java
+def test_java_oracle_accepts_the_written_logs(tmp_path):
+    if shutil.which("java") is None:
+        pytest.skip("java is not on PATH")
+    d = tmp_path / "orders-0"
+    with PartitionWriter(d, segment_bytes=700, clock=Clock(), leader_epoch=4) as w:
+        _txn_workload(w)
+        for codec in ("gzip", "snappy", "lz4", "zstd"):
+            w.append(batch(n=20, compression=codec, tag=codec.encode()))
+    files = log_files(d)
+    everything = tmp_path / "all.log"
+    everything.write_bytes(whole_log(d))  # segments back to back: one JVM call
+    proc = subprocess.run(["bash", str(ORACLE), "dump", str(everything), "--b64-limit", "0"], capture_output=True,
+                          text=True)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    summary = lines[-1]
+    assert summary["type"] == "summary" and summary["ok"] is True
+    assert summary["valid_bytes"] == summary["size"] == everything.stat().st_size
+    java_batches = [x for x in lines if x["type"] == "batch"]
+    ours = list(iter_batches(everything.read_bytes()))
+    assert len(java_batches) == len(ours) and len(files) > 1
+    for j, b in zip(java_batches, ours):
+        assert j["crc_valid"] is True and j["ensure_valid"] == "ok"
+        assert (j["base_offset"], j["last_offset"], j["producer_id"], j["is_control"], j["partition_leader_epoch"]) == (
+            b.base_offset, b.last_offset, b.producer_id, b.is_control, 4)  # fmt: skip

@@ -1,0 +1,382 @@
+"""kafkatx.txncoord: the transaction coordinator over PartitionWriters, its __transaction_state log,
+fencing, timeouts, transaction versions 0 and 2, and reload after a restart or a crash."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import pathlib
+
+import pytest
+
+from kafkatx import iter_batches
+from kafkatx.errors import (
+    IllegalTransitionError,
+    InvalidProducerEpochError,
+    KafkaTxError,
+    TransactionCoordinatorFencedError,
+)
+from kafkatx.log import open_partition
+from kafkatx.log.writer import PartitionWriter
+from kafkatx.txncoord import (
+    ConcurrentTransactionsError,
+    IdempotentProducer,
+    InvalidProducerIdMappingError,
+    InvalidTransactionTimeoutError,
+    ProducerFencedError,
+    TransactionalIdNotFoundError,
+    TransactionalProducer,
+    TransactionCoordinator,
+    TransactionMetadata,
+    stamp_producer,
+)
+from kafkatx.txnlog import (
+    TransactionState,
+    TxnMetadataValue,
+    can_transition,
+    decode_txn_records,
+    encode_txn_records,
+    txn_partition_for,
+)
+
+S = TransactionState
+T0 = 1_700_000_000_000
+
+
+class Clock:
+    def __init__(self, now=T0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def log_bytes(path) -> bytes:
+    return b"".join(pathlib.Path(path, f).read_bytes() for f in sorted(os.listdir(path)) if f.endswith(".log"))
+
+
+def markers(path):
+    """(offset, control type, producer id, producer epoch, coordinator epoch) of every marker."""
+    out = []
+    for b in iter_batches(log_bytes(path)):
+        if b.is_control:
+            c = b.control_record()
+            out.append((b.base_offset, c.type.upper(), b.producer_id, b.producer_epoch, c.coordinator_epoch))
+    return out
+
+
+def state_records(coord, tid):
+    d = os.path.join(coord.log_dir, f"__transaction_state-{coord.state_partition_for(tid)}")
+    return [r for r in decode_txn_records(log_bytes(d)) if r.transactional_id == tid]
+
+
+def committed_values(path):
+    with open_partition(path) as p:
+        return [r.value for r in p.read(isolation="read_committed")]
+
+
+@pytest.fixture
+def env(tmp_path):
+    clock = Clock()
+    coord = TransactionCoordinator(tmp_path, clock=clock, num_partitions=5)
+    yield coord, clock, tmp_path
+    coord.close()
+
+
+# ------------------------------------------------------------------------------------------ transitions
+def test_every_illegal_transition_is_rejected_before_anything_is_written(tmp_path):
+    """All 64 (from, to) pairs under both tables: the legal ones are written, the others raise
+    IllegalTransitionError and leave the state log untouched."""
+    for tv in (0, 2):
+        d = tmp_path / f"tv{tv}"
+        with TransactionCoordinator(d, transaction_version=tv, num_partitions=1, clock=Clock()) as coord:
+            coord.init_producer_id("tx")
+            meta = coord._txns["tx"]
+            writer = coord._state_writer(0)
+            checked = 0
+            for a, b in itertools.product(S, S):
+                meta.state = a
+                new = meta.copy()
+                new.state = b
+                if b is S.Dead:
+                    new.state = b  # a tombstone, never a value: the transition alone is checked
+                leo = writer.log_end_offset
+                if can_transition(a, b, transaction_version=tv):
+                    if b is not S.Dead:
+                        coord._apply(meta, new)
+                        assert writer.log_end_offset == leo + 1
+                else:
+                    with pytest.raises(IllegalTransitionError):
+                        coord._apply(meta, new)
+                    assert writer.log_end_offset == leo and meta.state is a
+                    checked += 1
+            assert checked == (48 if tv == 0 else 45)  # 16 (TV0) / 19 (TV2) legal pairs of 64
+
+
+def test_requests_in_the_wrong_state(env):
+    coord, _clock, path = env
+    pid, epoch = coord.init_producer_id("tx", transaction_timeout_ms=1000)
+    with pytest.raises(IllegalTransitionError):  # commit with no transaction: Empty -> PrepareCommit
+        coord.end_transaction("tx", pid, epoch, commit=True)
+    # TV2 lets a client abort when unsure: Empty -> PrepareAbort -> CompleteAbort, no markers, epoch bumped
+    assert coord.end_transaction("tx", pid, epoch, commit=False) == (pid, epoch + 1)
+    assert coord.describe("tx").state is S.CompleteAbort
+    with pytest.raises(InvalidProducerIdMappingError):
+        coord.add_partitions("nope", pid, epoch, [("t", 0)])
+    with pytest.raises(InvalidProducerIdMappingError):
+        coord.add_partitions("tx", pid + 1, epoch + 1, [("t", 0)])
+    with pytest.raises(ProducerFencedError):
+        coord.add_partitions("tx", pid, epoch, [("t", 0)])  # the epoch moved on
+    with pytest.raises(KafkaTxError):
+        coord.add_partitions("tx", pid, epoch + 1, [("__transaction_state", 0)])
+    with pytest.raises(KafkaTxError):
+        coord.add_partitions("tx", pid, epoch + 1, [("t", -1)])
+    with pytest.raises(InvalidTransactionTimeoutError):
+        coord.init_producer_id("tx", transaction_timeout_ms=0)
+    with pytest.raises(InvalidTransactionTimeoutError):
+        coord.init_producer_id("tx", transaction_timeout_ms=10**9)
+    with pytest.raises(TransactionalIdNotFoundError):
+        coord.describe("nope")
+    with TransactionCoordinator(path / "tv0", transaction_version=0, clock=Clock()) as c0:
+        p0, e0 = c0.init_producer_id("tx")
+        with pytest.raises(IllegalTransitionError):  # TV0: no abort from Empty
+            c0.end_transaction("tx", p0, e0, commit=False)
+
+
+# ------------------------------------------------------------------------------------------ fencing
+def test_zombie_fencing(env):
+    coord, clock, path = env
+    zombie = TransactionalProducer(coord, "app", clock=clock)
+    pid, epoch = zombie.producer_id, zombie.producer_epoch
+    assert (pid, epoch) == (0, 0)
+    zombie.begin_transaction()
+    zombie.send("orders", 0, [(b"k", b"zombie-1")])
+    zombie.send("orders", 1, [(b"k", b"zombie-2")])
+    clock.now += 5
+    fresh = TransactionalProducer(coord, "app", clock=clock)  # InitProducerId: fence, abort, bump
+    assert (fresh.producer_id, fresh.producer_epoch) == (pid, epoch + 2)
+    for p in (0, 1):  # the old transaction was aborted with the fencing epoch (epoch + 1)
+        assert markers(path / f"orders-{p}") == [(1, "ABORT", pid, epoch + 1, coord.coordinator_epoch)]
+    states = [(r.value.state, r.value.producer_epoch) for r in state_records(coord, "app")]
+    assert states == [
+        (S.Empty, 0),
+        (S.Ongoing, 0),
+        (S.Ongoing, 0),
+        (S.PrepareAbort, 1),
+        (S.CompleteAbort, 1),
+        (S.Empty, 2),
+    ]  # fmt: skip  (PrepareEpochFence is never written)
+    with pytest.raises(InvalidProducerEpochError):  # the zombie writes to a partition of its old transaction
+        zombie.send("orders", 0, [(b"k", b"zombie-3")])
+    assert zombie.state.name == "FATAL_ERROR"
+    zombie2 = TransactionalProducer(coord, "other", clock=clock)
+    TransactionalProducer(coord, "other", clock=clock)  # a newer instance (no transaction to abort)
+    zombie2.begin_transaction()
+    with pytest.raises(ProducerFencedError):  # the stale one reaches the coordinator first: AddPartitions
+        zombie2.send("orders", 2, [(b"k", b"v")])
+    assert not (path / "orders-2").exists() or markers(path / "orders-2") == []
+    with pytest.raises(ProducerFencedError):
+        coord.end_transaction("app", pid, epoch, commit=True)
+    fresh.begin_transaction()
+    fresh.send("orders", 0, [(b"k", b"fresh")])
+    fresh.commit_transaction()
+    assert committed_values(path / "orders-0") == [b"fresh"]
+    assert committed_values(path / "orders-1") == []
+
+
+def test_timeout_abort(env):
+    coord, clock, path = env
+    p = TransactionalProducer(coord, "slow", transaction_timeout_ms=1000, clock=clock)
+    p.begin_transaction()
+    clock.now += 10
+    p.send("orders", 0, [(b"k", b"v")])
+    start = coord.describe("slow").start_timestamp_ms
+    assert coord.abort_timed_out(start + 1000) == []  # start + timeout is not yet past
+    assert coord.abort_timed_out(start + 1001) == ["slow"]
+    meta = coord.describe("slow")
+    assert meta.state is S.CompleteAbort and meta.producer_epoch == p.producer_epoch + 1
+    assert markers(path / "orders-0") == [(1, "ABORT", p.producer_id, p.producer_epoch + 1, 0)]
+    with pytest.raises(ProducerFencedError):
+        p.commit_transaction()
+    assert coord.abort_timed_out(start + 10**6) == []
+    with open_partition(path / "orders-0") as part:
+        assert part.last_stable_offset == part.log_end_offset == 2
+
+
+# ------------------------------------------------------------------------------------------ versions
+@pytest.mark.parametrize("tv", [0, 2])
+def test_marker_epochs_and_state_values_by_transaction_version(tmp_path, tv):
+    clock = Clock()
+    with TransactionCoordinator(tmp_path, transaction_version=tv, clock=clock) as coord:
+        p = TransactionalProducer(coord, "tx", clock=clock)
+        pid, e = p.producer_id, p.producer_epoch
+        for round_ in range(3):
+            p.begin_transaction()
+            p.send("t", 0, [(b"k", b"r%d-a" % round_)])
+            p.send("t", 0, [(b"k", b"r%d-b" % round_)])
+            clock.now += 1
+            got = p.commit_transaction() if round_ != 1 else p.abort_transaction()
+            # TV2 bumps the epoch at every end; TV0 keeps it
+            assert got == (pid, e + (round_ + 1 if tv == 2 else 0))
+        ms = markers(tmp_path / "t-0")
+        epochs = [m[3] for m in ms]
+        assert [m[1] for m in ms] == ["COMMIT", "ABORT", "COMMIT"]
+        assert epochs == ([e + 1, e + 2, e + 3] if tv == 2 else [e, e, e])
+        data = [b for b in iter_batches(log_bytes(tmp_path / "t-0")) if not b.is_control]
+        # data of a transaction carries the epoch before its marker's (TV2) / the same (TV0), sequences restart
+        # at 0 with each new epoch
+        assert [(b.producer_epoch, b.base_sequence) for b in data] == (
+            [(e, 0), (e, 1), (e + 1, 0), (e + 1, 1), (e + 2, 0), (e + 2, 1)] if tv == 2
+            else [(e, 0), (e, 1), (e, 2), (e, 3), (e, 4), (e, 5)])  # fmt: skip
+        recs = state_records(coord, "tx")
+        assert {r.value.client_transaction_version for r in recs} == {tv}
+        prepare = [r.value for r in recs if r.value.state is S.PrepareCommit]
+        assert [v.producer_epoch for v in prepare] == ([e + 1, e + 3] if tv == 2 else [e, e])
+        # the value version on disk: 0 under TV0, 1 (flexible, tagged ClientTransactionVersion) under TV2
+        d = tmp_path / f"__transaction_state-{coord.state_partition_for('tx')}"
+        raw = [r.value for b in iter_batches(log_bytes(d)) for r in b.records()]
+        assert {v[:2] for v in raw} == ({b"\x00\x01"} if tv == 2 else {b"\x00\x00"})
+    assert committed_values(tmp_path / "t-0") == [b"r0-a", b"r0-b", b"r2-a", b"r2-b"]
+
+
+def test_epoch_exhaustion_rotates_the_producer_id(tmp_path):
+    # a state log whose transactional id is at epoch 32765
+    n = txn_partition_for("old", 50)
+    with PartitionWriter(tmp_path / f"__transaction_state-{n}") as w:
+        value = TxnMetadataValue(77, 32765, 60000, S.CompleteCommit, {}, T0, T0, client_transaction_version=2)
+        w.append(encode_txn_records([("old", value)], timestamp=T0), origin="coordinator")
+    clock = Clock(T0 + 1)
+    with TransactionCoordinator(tmp_path, clock=clock) as coord:
+        assert coord.describe("old").producer_epoch == 32765
+        assert coord.init_producer_id("old") == (77, 32766)  # the last usable epoch
+        pid2, e2 = coord.init_producer_id("old")  # exhausted: a new producer id
+        assert (pid2, e2) == (78, 0) and coord.describe("old").previous_producer_id == 77
+        # TV2 at the last epoch: the end bumps to 32767 for the markers and rotates the id on completion
+        coord._txns["old"].producer_epoch = 32766
+        coord._txns["old"].state = S.Empty
+        coord.add_partitions("old", pid2, 32766, [("t", 0)])
+        w = coord.writer("t", 0)
+        w.append(stamp_producer(_one_record(), pid2, 32766, 0, True))
+        assert coord.end_transaction("old", pid2, 32766, commit=True) == (79, 0)
+        assert markers(tmp_path / "t-0") == [(1, "COMMIT", pid2, 32767, coord.coordinator_epoch)]
+        meta = coord.describe("old")
+        assert (meta.producer_id, meta.producer_epoch, meta.previous_producer_id) == (79, 0, 78)
+        # a retry of that EndTxn with the old producer id is answered with the new one
+        assert coord.end_transaction("old", pid2, 32766, commit=True) == (79, 0)
+
+
+def _one_record():
+    from kafkatx import BatchBuilder
+
+    b = BatchBuilder()
+    b.append(b"v", b"k", timestamp=T0)
+    return b.build()
+
+
+# ------------------------------------------------------------------------------------------ reload
+def test_reload_from_the_state_log(tmp_path):
+    clock = Clock()
+    coord = TransactionCoordinator(tmp_path, clock=clock, num_partitions=7)
+    c = TransactionalProducer(coord, "c", clock=clock)
+    clock.now += 10**6
+    a = TransactionalProducer(coord, "a", clock=clock)
+    b = TransactionalProducer(coord, "b", transaction_timeout_ms=5000, clock=clock)
+    idem = IdempotentProducer(coord, clock=clock)
+    idem.send("t", 1, [(b"k", b"idem")])
+    for p in (a, b):
+        p.begin_transaction()
+        p.send("t", 0, [(b"k", p.transactional_id.encode())])
+    a.commit_transaction()
+    clock.now += 10
+    assert coord.expire_transactional_ids(clock.now, expiration_ms=10**6 // 2) == ["c"]  # idle c: a tombstone
+    before = {tid: coord.describe(tid) for tid in coord.transactional_ids()}
+    assert sorted(before) == ["a", "b"] and before["b"].state is S.Ongoing
+    assert coord.coordinator_epoch == 0
+    coord.close()
+    reopened = TransactionCoordinator(tmp_path, clock=clock, num_partitions=7)
+    try:
+        assert reopened.coordinator_epoch == 1  # a new leader epoch for the state partitions
+        assert sorted(reopened.transactional_ids()) == ["a", "b"]
+        for tid, meta in before.items():
+            got = reopened.describe(tid)
+            meta.last_producer_epoch = got.last_producer_epoch = -1  # not persisted, as in Kafka
+            assert got == meta
+        # new producer ids do not collide with any seen before (including the idempotent producer's)
+        assert reopened.init_producer_id(None)[0] > max(a.producer_id, b.producer_id, c.producer_id, idem.producer_id)
+        # the open transaction survived and times out like any other
+        assert reopened.abort_timed_out(clock.now + 10**6) == ["b"]
+        ms = markers(tmp_path / "t-0")
+        assert ms[-1][1:] == ("ABORT", b.producer_id, b.producer_epoch + 1, 1)
+        # a marker of the previous coordinator (epoch 0) is now fenced by the partition
+        with pytest.raises(TransactionCoordinatorFencedError):
+            reopened.writer("t", 0).append_marker("abort", producer_id=b.producer_id,
+                                                  producer_epoch=b.producer_epoch + 1, coordinator_epoch=0)  # fmt: skip
+    finally:
+        reopened.close()
+    used = [int(n.rsplit("-", 1)[1]) for n in os.listdir(tmp_path) if n.startswith("__transaction_state-")]
+    with pytest.raises(KafkaTxError):
+        TransactionCoordinator(tmp_path, num_partitions=max(used))  # ids would map to other partitions
+
+
+def test_reload_completes_a_transaction_a_crash_left_prepared(tmp_path, monkeypatch):
+    clock = Clock()
+    coord = TransactionCoordinator(tmp_path, clock=clock)
+    p = TransactionalProducer(coord, "tx", clock=clock)
+    p.begin_transaction()
+    p.send("t", 0, [(b"k", b"v0")])
+    p.send("t", 1, [(b"k", b"v1")])
+    calls = []
+
+    def crash(self, *args, **kwargs):
+        calls.append(self.path)
+        if len(calls) == 2:
+            raise OSError("disk gone")  # the second partition's marker never gets written
+        return real(self, *args, **kwargs)
+
+    real = PartitionWriter.append_marker
+    monkeypatch.setattr(PartitionWriter, "append_marker", crash)
+    with pytest.raises(OSError):
+        p.commit_transaction()
+    monkeypatch.setattr(PartitionWriter, "append_marker", real)
+    assert coord.describe("tx").state is S.PrepareCommit
+    coord.close()
+    with TransactionCoordinator(tmp_path, clock=clock) as again:
+        meta = again.describe("tx")
+        assert meta.state is S.CompleteCommit and meta.partitions == set()
+        assert [m[1:] for m in markers(tmp_path / "t-0")] == [("COMMIT", 0, 1, 0), ("COMMIT", 0, 1, 1)]  # resent
+        assert [m[1:] for m in markers(tmp_path / "t-1")] == [("COMMIT", 0, 1, 1)]
+    assert committed_values(tmp_path / "t-0") == [b"v0"] and committed_values(tmp_path / "t-1") == [b"v1"]
+
+
+def test_concurrent_transactions_and_metadata_round_trip(env):
+    coord, clock, _path = env
+    pid, epoch = coord.init_producer_id("x")
+    coord.add_partitions("x", pid, epoch, [("t", 0), ("t", 1)])
+    coord._txns["x"].state = S.PrepareCommit  # as if markers were still being written
+    with pytest.raises(ConcurrentTransactionsError):
+        coord.init_producer_id("x")
+    with pytest.raises(ConcurrentTransactionsError):
+        coord.add_partitions("x", pid, epoch, [("t", 2)])
+    meta = coord.describe("x")
+    assert TransactionMetadata.from_value("x", meta.to_value()).partitions == {("t", 0), ("t", 1)}
+
+
+def test_producer_helpers(env):
+    coord, clock, path = env
+    idem = IdempotentProducer(coord, clock=clock)
+    first = idem.send("t", 0, [(b"k1", b"a"), (b"k2", b"b", T0 + 7)])
+    assert (first.first_offset, first.last_offset) == (0, 1)
+    again = idem.resend_last("t", 0)
+    assert again.duplicate and (again.first_offset, again.last_offset) == (0, 1)
+    assert idem.next_sequence("t", 0) == 2
+    with pytest.raises(KafkaTxError):
+        idem.resend_last("t", 9)
+    with pytest.raises(KafkaTxError):
+        idem.send("t", 0, [])
+    with pytest.raises(KafkaTxError):
+        stamp_producer(b"\x00" * 70, 1, 0, 0, False)
+    tp = TransactionalProducer(coord, "h", clock=clock)
+    with pytest.raises(KafkaTxError):  # no transaction begun
+        tp.send("t", 0, [(b"k", b"v")])
+    with pytest.raises(IllegalTransitionError):  # the client's own table: commit before begin
+        tp.commit_transaction()

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple
 if TYPE_CHECKING:  # numpy is optional at run time
     import numpy as np
 
+from ._fileio import atomic_write
 from .batch import crc32c, decrement_sequence, iter_batches
 from .errors import (
     CorruptSnapshotError,
@@ -1034,15 +1035,7 @@ def encode_snapshot(entries_or_manager) -> bytes:
 
 def write_snapshot(path, entries_or_manager, *, fsync: bool = True) -> None:
     """Write a ``.snapshot`` atomically (temporary file, fsync, rename)."""
-    data = encode_snapshot(entries_or_manager)
-    path = os.fspath(path)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        if fsync:
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, encode_snapshot(entries_or_manager), fsync=fsync)
 
 
 # ------------------------------------------------------------------------------------------ rebuild

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
 if TYPE_CHECKING:  # numpy is optional at run time
     import numpy as np
 
+from ._fileio import atomic_write
 from .errors import CorruptIndexError, InvalidTxnIndexVersionError, TxnIndexAppendError
 
 __all__ = [
@@ -282,30 +283,9 @@ def write_txnindex(path, entries: Iterable, *, fsync: bool = True) -> None:
                 f"greater than current last offset {prev} of index {os.fspath(path)}"
             )
         prev = last
-    data = encode_txnindex(entries)
-    path = os.fspath(path)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        if fsync:
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    if fsync:
-        _fsync_dir(os.path.dirname(os.path.abspath(path)))
+    atomic_write(path, encode_txnindex(entries), fsync=fsync)
 
 
-def _fsync_dir(directory):
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - e.g. Windows
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
 
 
 class TransactionIndex:

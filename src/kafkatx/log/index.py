@@ -43,6 +43,8 @@ What Kafka does with the index length (``AbstractIndex``), and what this module 
 from __future__ import annotations
 
 import os
+
+from .._fileio import atomic_write
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
@@ -713,26 +715,6 @@ def write_checkpoint(path, offsets, *, fsync: bool = True) -> None:
         if not topic or any(c.isspace() for c in topic):
             raise ValueError(f"invalid topic name for a checkpoint file: {topic!r}")
         lines.append(f"{topic} {int(partition)} {int(offset)}")
-    payload = ("\n".join(lines) + "\n").encode("utf-8")
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(payload)
-        fh.flush()
-        if fsync:
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    if fsync:
-        _fsync_dir(os.path.dirname(os.path.abspath(path)))
+    atomic_write(path, ("\n".join(lines) + "\n").encode("utf-8"), fsync=fsync)
 
 
-def _fsync_dir(directory):
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)

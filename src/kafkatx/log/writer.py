@@ -47,6 +47,7 @@ import time
 from typing import NamedTuple
 
 from .._backend import codec as _default_codec
+from .._fileio import fsync_dir
 from ..errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -196,17 +197,6 @@ def _write_all(fd, data) -> None:
         view = view[n:]
 
 
-def _fsync_dir(directory) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory descriptors
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
 
 
 def _read_leader_epochs(path) -> list[tuple[int, int]]:
@@ -705,7 +695,7 @@ class PartitionWriter:
         self._psm.map_end_offset = self._leo
         self._psm.take_snapshot(self.path, fsync=self.fsync)
         if self.fsync:
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
         return self._leo
 
     def _maybe_assign_epoch(self, epoch, start_offset):
@@ -735,7 +725,7 @@ class PartitionWriter:
         seg.index.flush()
         seg.timeindex.flush()
         seg.txnindex.flush()
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
 
     def close(self) -> None:
         """Write the producer snapshot at the log end offset, finish the indexes and close every file."""
@@ -752,7 +742,7 @@ class PartitionWriter:
             if seg.fd is not None:
                 os.close(seg.fd)
                 seg.fd = None
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
 
     def __enter__(self):
         return self

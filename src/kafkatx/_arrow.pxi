@@ -62,6 +62,8 @@ cdef void g_release(Grow *g) noexcept:
 
 
 cdef inline int g_put(Grow *g, const void *src, Py_ssize_t n) except -1 nogil:
+    if n <= 0:
+        return 0  # (and never memcpy from or to NULL)
     if g.len + n > g.cap:
         g_reserve(g, n)
     memcpy(g.data + g.len, src, n)
@@ -323,7 +325,8 @@ cdef inline int _view_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, 
         bit_set(&c.valid, i, True)
         memcpy(v, &n, 4)
         if n <= 12:
-            memcpy(v + 4, p, n)
+            if n > 0:
+                memcpy(v + 4, p, n)
         else:
             memcpy(v + 4, p, 4)
             off = <int32_t>(p - base)

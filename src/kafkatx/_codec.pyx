@@ -930,7 +930,6 @@ cdef class ReadCommittedFilter:
     cdef set _aborted_pids
     cdef public object last_stable_offset
     cdef public object next_offset
-    cdef int64_t _fetch_offset
     cdef bint _verify
     cdef Py_ssize_t _max
     cdef bytes _pending
@@ -944,7 +943,6 @@ cdef class ReadCommittedFilter:
         self._aborted_pids = set()
         self.last_stable_offset = last_stable_offset
         self.next_offset = fetch_offset
-        self._fetch_offset = INT64_MIN if fetch_offset is None else fetch_offset
         self._verify = verify_crc
         self._max = max_decompressed_size
         self._pending = b""
@@ -1022,7 +1020,14 @@ cdef class ReadCommittedFilter:
         if self.next_offset is None or offset > self.next_offset:
             self.next_offset = offset
 
+    cdef inline int64_t _floor(self):
+        """Records below the next offset to fetch are skipped (a fetch that starts inside a batch, or a
+        batch fed again), as Kafka's consumer does."""
+        return INT64_MIN if self.next_offset is None else <int64_t>self.next_offset
+
     cdef int _run(self, _Buffer b, object out, _Columns cols, Py_ssize_t *consumed) except -1:
+        """Decode the complete batches of ``b``; a batch holding the last stable offset stays pending (its
+        records below the LSO are returned now, the rest once the LSO moves)."""
         cdef const uint8_t *buf = b.ptr
         cdef Py_ssize_t end = b.size
         cdef Py_ssize_t pos = 0
@@ -1042,10 +1047,13 @@ cdef class ReadCommittedFilter:
                 if legacy.h.base_offset >= limit:
                     break
                 if cols is None:
-                    legacy._decode_into(out, self._fetch_offset, limit)
+                    legacy._decode_into(out, self._floor(), limit)
                 else:
-                    _legacy_to_columns(legacy, cols, self._fetch_offset, limit)
-                self._advance(min(legacy._legacy_last_offset + 1, limit))
+                    _legacy_to_columns(legacy, cols, self._floor(), limit)
+                last = legacy._legacy_last_offset
+                self._advance(min(last + 1, limit))
+                if last >= limit:
+                    break  # straddles the last stable offset: keep it pending
                 pos += size
                 consumed[0] = pos
                 continue
@@ -1055,22 +1063,25 @@ cdef class ReadCommittedFilter:
             if h.base_offset >= limit:
                 break
             last = h.base_offset + h.last_offset_delta
-            pos += size
             if self._committed and h.producer_id >= 0:
                 while self._heap and (<tuple>self._heap[0])[0] <= last:
                     self._aborted_pids.add(heapq.heappop(self._heap)[1])
                 if h.attributes & CONTROL_FLAG_MASK:
-                    ctype = first_control_type(buf, pos - size, size, &h, self._max)
+                    ctype = first_control_type(buf, pos, size, &h, self._max)
                     if ctype == 0:
                         self._aborted_pids.discard(h.producer_id)
                 elif (h.attributes & TRANSACTIONAL_FLAG_MASK) and self._aborted_pids \
                         and h.producer_id in self._aborted_pids:
-                    self._advance(min(last + 1, limit))
+                    self._advance(min(last + 1, limit))  # an aborted batch: skipped whole
+                    pos += size
                     consumed[0] = pos
                     continue
             if not (h.attributes & CONTROL_FLAG_MASK):
-                decode_v2_batch(buf, pos - size, size, &h, out, cols, self._fetch_offset, limit, self._max)
+                decode_v2_batch(buf, pos, size, &h, out, cols, self._floor(), limit, self._max)
             self._advance(min(last + 1, limit))
+            if last >= limit:
+                break  # straddles the last stable offset: keep it pending
+            pos += size
             consumed[0] = pos
         return 0
 

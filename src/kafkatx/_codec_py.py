@@ -606,7 +606,6 @@ class ReadCommittedFilter:
         self._aborted_pids = set()
         self.last_stable_offset = last_stable_offset
         self.next_offset = fetch_offset
-        self._fetch_offset = -(1 << 63) if fetch_offset is None else fetch_offset
         self._verify = verify_crc
         self._max = max_decompressed_size
         self._pending = b""
@@ -657,6 +656,8 @@ class ReadCommittedFilter:
                 if batch.base_offset >= limit:
                     break  # beyond the last stable offset: kept pending until the LSO moves
                 self._process(batch, out, limit, pairs)
+                if batch.last_offset >= limit:
+                    break  # straddles the LSO: records below it are out, the batch stays pending
                 consumed = batch.position + batch.size_in_bytes
         finally:
             self._pending = bytes(it._view[consumed:])
@@ -666,7 +667,10 @@ class ReadCommittedFilter:
         return out
 
     def _process(self, batch, out, limit, pairs):
+        """Kafka's consumer rules for one batch.  Records below the next offset to fetch are skipped (a
+        fetch that starts inside a batch, or a batch fed again), as Kafka's consumer does."""
         last = batch.last_offset
+        floor = -(1 << 63) if self.next_offset is None else self.next_offset
         if self._committed and batch.producer_id >= 0:
             heap = self._heap
             while heap and heap[0][0] <= last:
@@ -679,10 +683,10 @@ class ReadCommittedFilter:
                 return
         if not batch.is_control:  # control records are never returned
             if pairs is None:
-                batch._decode_into(out, self._fetch_offset, limit)
+                batch._decode_into(out, floor, limit)
             else:
                 recs = []
-                batch._decode_into(recs, self._fetch_offset, limit)
+                batch._decode_into(recs, floor, limit)
                 pairs.extend((r, batch) for r in recs)
         self._advance(min(last + 1, limit))
 

@@ -10,8 +10,9 @@ Every row is one operation run by each library on the same input; a cell is the 
 timed runs (``time.perf_counter``; ``gc.collect()`` before each run and, as ``timeit`` does, the cyclic
 garbage collector disabled while timing unless ``--gc`` is given; libraries are interleaved run by run).
 Before timing, every implementation is run once and its result checked (record count and contents,
-identical CRCs, encoded bytes), which also serves as warm-up.  Ratios are throughput ratios:
-``kafkatx ÷ aiokafka`` = aiokafka's seconds / kafkatx's seconds (> 1 means kafkatx is faster).
+identical CRCs, encoded bytes), which also serves as warm-up.  By default the allocator's heap is warmed
+first (``--heap``, see :func:`warm_heap`), so no run pays for page-faulting fresh memory.  Ratios are
+throughput ratios: ``kafkatx ÷ aiokafka`` = aiokafka's seconds / kafkatx's seconds (> 1 = kafkatx faster).
 See ``benchmarks/README.md`` for what each row does exactly.
 
 Rows are registered with ``@row(...)``: a factory that takes the :class:`Context` and returns a
@@ -21,13 +22,19 @@ Rows are registered with ``@row(...)``: a factory that takes the :class:`Context
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
+import functools
 import gc
 import json
 import os
 import platform
+import random as random_module
+import resource
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from typing import Callable
 
@@ -47,6 +54,9 @@ class Row:
     impls: dict  # lib -> zero-argument callable
     check: Callable[[str, object], None] | None = None  # check(lib, result), untimed
     notes: dict = dataclasses.field(default_factory=dict)  # lib -> what exactly runs
+    unit: str = "records"  # cells count "records" (or batches, entries: the name says) or "bytes" per second
+    min_repeat: int = 0  # timed runs per cell at least this many (cheap rows whose runs vary a lot)
+    summary: Callable[[dict], str] | None = None  # summary(results) -> a line under the table (targets, page faults)
 
 
 ROW_FACTORIES: list = []  # (key, factory)
@@ -77,6 +87,25 @@ class Context:
 
     def expected(self):
         return _data.records(self.n)
+
+    @functools.cached_property
+    def arrow_table(self):
+        """The workload's keys, values and timestamps as a ``pyarrow.Table`` (binary, binary, timestamp[ms, UTC]:
+        the types ``decode_arrow`` produces), built once, before anything is timed."""
+        import pyarrow as pa
+
+        keys, values, ts = self.expected()
+        return pa.table({
+            "key": pa.array(keys, pa.binary()),
+            "value": pa.array(values, pa.binary()),
+            "timestamp": pa.array(ts, pa.timestamp("ms", tz="UTC")),
+        })  # fmt: skip
+
+    def tmpdir(self) -> str:
+        """A temporary directory removed when the process exits."""
+        d = tempfile.mkdtemp(prefix="kafkatx-bench-")
+        atexit.register(shutil.rmtree, d, True)
+        return d
 
 
 # ============================================================================ library adapters
@@ -275,6 +304,20 @@ def _(ctx):
     return _decode_row(ctx, "decode_crc_zstd", "decode + CRC, zstd", "zstd", True)
 
 
+def check_peer_encoding(kx, lib, parts, codec, n):
+    """A peer's encode result (one batch per 1000 records, base offset 0) holds the workload's records."""
+    expected = _data.build_log(codec, n)
+    assert len(parts) == n // _data.BATCH_RECORDS, f"{lib}: {len(parts)} batches"
+    # peers write base offset 0 (the broker assigns offsets): compare from byte 8 on (none), else records
+    built = _data.with_base_offsets(parts, n)
+    if codec == "none" and lib == "aiokafka":
+        assert built == expected, f"{lib}: bytes differ from kafkatx's"
+    else:
+        got = [(r.offset, r.timestamp, r.key, r.value) for r in kx.decode_records(built)]
+        want = [(r.offset, r.timestamp, r.key, r.value) for r in kx.decode_records(expected)]
+        assert got == want, f"{lib}: encoded records differ"
+
+
 def _encode_row(ctx: Context, key, name, codec):
     kx = ctx.kx
     n = ctx.n
@@ -282,18 +325,11 @@ def _encode_row(ctx: Context, key, name, codec):
     expected = _data.build_log(codec, n)
 
     def check(lib, parts):
-        assert len(parts) == n // _data.BATCH_RECORDS, f"{lib}: {len(parts)} batches"
         if lib == "kafkatx":
+            assert len(parts) == n // _data.BATCH_RECORDS, f"{lib}: {len(parts)} batches"
             assert b"".join(parts) == expected, "kafkatx: encoded log differs from the cached workload log"
             return
-        # peers write base offset 0 (the broker assigns offsets): compare from byte 8 on (none), else records
-        built = _data.with_base_offsets(parts, n)
-        if codec == "none" and lib == "aiokafka":
-            assert built == expected, f"{lib}: bytes differ from kafkatx's"
-        else:
-            got = [(r.offset, r.timestamp, r.key, r.value) for r in kx.decode_records(built)]
-            want = [(r.offset, r.timestamp, r.key, r.value) for r in kx.decode_records(expected)]
-            assert got == want, f"{lib}: encoded records differ"
+        check_peer_encoding(kx, lib, parts, codec, n)
 
     return Row(
         key=key,
@@ -445,49 +481,557 @@ def _(ctx):
     return _isolation_row(ctx, "read_committed", "transactions: read_committed, 10% aborted", True)
 
 
-@row("decode_arrow")
-def _(ctx):
-    # Hook: columns instead of objects. Only kafkatx decodes into columns; the row appears once
-    # kafkatx.decode_arrow exists (peers are shown as their object decoders for scale).
+def _arrow_row(ctx, key, name, **kwargs):
+    # Columns instead of objects. Only kafkatx decodes into columns; the rows appear when kafkatx.decode_arrow
+    # exists (and accepts ``kwargs``); the peers are shown with their object decoders, for scale.
     kx = ctx.kx
     if not hasattr(kx, "decode_arrow"):
         return None
     log = ctx.log("none")
+    try:
+        kx.decode_arrow(log[: len(log) // (ctx.n // _data.BATCH_RECORDS)], verify_crc=True, **kwargs)
+    except TypeError:
+        return None  # this kafkatx has no such option
+    keys, values, ts = ctx.expected()
+    object_check = check_records(ctx)
 
     def check(lib, out):
-        assert len(out) == ctx.n, f"{lib}: {len(out)} rows"
+        if lib != "kafkatx":
+            object_check(lib, out)
+            return
+        assert out.num_rows == ctx.n, f"{lib}: {out.num_rows} rows"
+        for i in (0, ctx.n // 2, ctx.n - 1):
+            col = out.column
+            got = (col("offset")[i].as_py(), col("timestamp")[i].value, col("key")[i].as_py(), col("value")[i].as_py())
+            assert got == (i, ts[i], keys[i], values[i]), f"{lib}: row {i} is {got!r}"
 
+    args = "".join(f", {k}={v!r}" for k, v in kwargs.items())
     return Row(
-        key="decode_arrow",
-        name="decode to Arrow columns + CRC",
-        what="none log -> pyarrow table (kafkatx) vs objects (peers)",
+        key=key,
+        name=name,
+        what="none log -> pyarrow.RecordBatch (kafkatx) vs objects (peers)",
         records=ctx.n,
         nbytes=len(log),
         impls={
-            "kafkatx": lambda: kx.decode_arrow(log, verify_crc=True),
+            "kafkatx": lambda: kx.decode_arrow(log, verify_crc=True, **kwargs),
             "aiokafka": lambda: aiokafka_decode(log, True),
             "kafka-python": lambda: kafka_python_decode(log, True),
         },
         check=check,
+        notes={
+            "kafkatx": f"kafkatx.decode_arrow(log, verify_crc=True{args}) -> pyarrow.RecordBatch",
+            "aiokafka": "the decode_crc row's object decoder (no peer decodes into columns)",
+            "kafka-python": "the decode_crc row's object decoder (no peer decodes into columns)",
+        },
+    )
+
+
+@row("decode_arrow")
+def _(ctx):
+    return _arrow_row(ctx, "decode_arrow", "decode to Arrow columns + CRC")
+
+
+@row("decode_arrow_view")
+def _(ctx):
+    return _arrow_row(ctx, "decode_arrow_view", "decode to Arrow columns + CRC, binary_view", binary_view=True)
+
+
+# ================================================================= Arrow encode, threads, floor, indexes, state
+ENCODE_SLICE_ROWS = 100_000  # rows per encode_arrow call in the streaming variant
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def _median_s(res, lib):
+    return res[lib]["median_s"]
+
+
+def fault_cost(size: int, repeat: int = 5) -> tuple:
+    """``(fresh, warm)``: median seconds to write ``size`` bytes into a freshly allocated buffer (page faults
+    included) and into a buffer faulted in beforehand (the copy alone)."""
+    src = bytes(size)
+    warm_buf = bytearray(size)
+    memoryview(warm_buf)[:] = src
+    fresh, warm = [], []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        b = bytearray(size)  # calloc: mapped, not yet touched
+        memoryview(b)[:] = src
+        fresh.append(time.perf_counter() - t)
+        del b
+        t = time.perf_counter()
+        memoryview(warm_buf)[:] = src
+        warm.append(time.perf_counter() - t)
+    return statistics.median(fresh), statistics.median(warm)
+
+
+@functools.lru_cache(maxsize=None)
+def _single_producer_log(n: int) -> bytes:
+    """The workload's records as BatchBuilder writes them for ONE transactional producer (id 4000, epoch 3,
+    sequences from 0): the bytes ``encode_arrow`` must produce for the workload table."""
+    kx = _data.import_kafkatx()
+    keys, values, ts = _data.records(n)
+    out = []
+    for start in range(0, n, _data.BATCH_RECORDS):
+        bb = kx.BatchBuilder(base_offset=start, producer_id=_data.PRODUCER_ID0, producer_epoch=_data.PRODUCER_EPOCH,
+                             base_sequence=start, transactional=True)  # fmt: skip
+        for i in range(start, start + _data.BATCH_RECORDS):
+            bb.append(values[i], keys[i], timestamp=ts[i])
+        out.append(bb.build())
+    return b"".join(out)
+
+
+def _encode_arrow_row(ctx: Context, key: str, sliced: bool):
+    kx = ctx.kx
+    if not hasattr(kx, "encode_arrow"):
+        return None
+    n = ctx.n
+    table = ctx.arrow_table
+    expected = _single_producer_log(n)
+    producer = dict(producer_id=_data.PRODUCER_ID0, producer_epoch=_data.PRODUCER_EPOCH, transactional=True)
+    step = min(ENCODE_SLICE_ROWS, n)
+    state = {"keep": True}  # the first (checked) run of the sliced variant keeps its slices
+
+    def whole():
+        return kx.encode_arrow(table, base_sequence=0, **producer)
+
+    def slices():
+        # what a streaming writer does: encode a slice, write it out, drop it, encode the next one
+        kept = [] if state["keep"] else None
+        total = 0
+        for start in range(0, n, step):
+            part = kx.encode_arrow(table.slice(start, step), base_offset=start, base_sequence=start, **producer)
+            total += len(part)
+            if kept is not None:
+                kept.append(part)
+            del part
+        return kept if kept is not None else total
+
+    def check(lib, out):
+        if lib != "kafkatx":
+            check_peer_encoding(kx, lib, out, "none", n)
+            return
+        if sliced:
+            state["keep"] = False
+            assert len(out) == -(-n // step), f"{lib}: {len(out)} slices"
+            out = b"".join(out)
+        assert out == expected, "kafkatx: encode_arrow's bytes differ from BatchBuilder's for the same records"
+        rb = kx.decode_arrow(out, columns=["offset", "key", "value", "timestamp"])  # CRCs checked too
+        assert rb.num_rows == n
+        for col in ("key", "value", "timestamp"):
+            assert rb.column(col).equals(table.column(col).combine_chunks()), f"{lib}: column {col} differs"
+
+    what = (f"the workload table ({n:,} rows: key binary, value binary, timestamp[ms, UTC], built before timing) "
+            f"-> {n // _data.BATCH_RECORDS} transactional none batches of 1000 records")  # fmt: skip
+    if sliced:
+        what += f", encoded in {step:,}-row slices (each dropped before the next, as a streaming writer does)"
+    call = (f"for each {step:,}-row slice: kafkatx.encode_arrow(table.slice(start, {step}), base_offset=start, "
+            "base_sequence=start, producer_id=4000, producer_epoch=3, transactional=True)" if sliced else
+            "kafkatx.encode_arrow(table, producer_id=4000, producer_epoch=3, base_sequence=0, transactional=True): "
+            "one bytes object of the whole log")  # fmt: skip
+    peer = "DefaultRecordBatchBuilder(2, 0, 1, pid, epoch, seq, 1<<30).append(offset_delta, ts, key, value, []) " \
+           "x1000; build() (the encode row's work: no peer encodes from columns)"  # fmt: skip
+
+    def summary(res):
+        faults = res["kafkatx"]["minor_faults"]
+        t = _median_s(res, "kafkatx")
+        if sliced:
+            return (f"encode_arrow in {step:,}-row slices: {t * 1e3:.0f} ms, {faults:,} minor page faults per run "
+                    f"(a {len(expected) * step / n / 1e6:.0f} MB slice at a time, dropped before the next)")  # fmt: skip
+        fresh, warm = fault_cost(len(expected))
+        return (f"encode_arrow of the whole table: {t * 1e3:.0f} ms, {faults:,} minor page faults per run: the "
+                f"{len(expected) / 1e6:.0f} MB output is one fresh allocation, faulted in page by page on every call; "
+                f"writing a fresh buffer of that size takes {fresh * 1e3:.0f} ms here, copying into a pre-faulted one "
+                f"{warm * 1e3:.0f} ms, so ~{(fresh - warm) * 1e3:.0f} ms of each run are page faults")  # fmt: skip
+
+    return Row(
+        key=key,
+        name="encode from Arrow, 100k-row slices" if sliced else "encode from Arrow (whole table)",
+        what=what,
+        records=n,
+        nbytes=len(expected),
+        impls={
+            "kafkatx": slices if sliced else whole,
+            "aiokafka": lambda: _data.encode_aiokafka("none", n),
+            "kafka-python": lambda: _data.encode_kafka_python("none", n),
+        },
+        check=check,
+        notes={"kafkatx": call, "aiokafka": peer, "kafka-python": peer},
+        summary=summary,
+    )
+
+
+@row("encode_arrow")
+def _(ctx):
+    return _encode_arrow_row(ctx, "encode_arrow", sliced=False)
+
+
+@row("encode_arrow_slices")
+def _(ctx):
+    return _encode_arrow_row(ctx, "encode_arrow_slices", sliced=True)
+
+
+@row("decode_arrow_threads")
+def _(ctx):
+    kx = ctx.kx
+    if not hasattr(kx, "decode_arrow"):
+        return None
+    from kafkatx.arrow import decode_arrow_parallel
+
+    log = ctx.log("none")
+    positions = kx.scan_batches(log)["position"]
+    mid = positions[len(positions) // 2]
+    halves = [log[:mid], log[mid:]]  # two separate logs (copies), split at a batch boundary
+    first_half = (len(positions) // 2) * _data.BATCH_RECORDS
+    keys, values, _ts = ctx.expected()
+
+    def check(lib, out):
+        assert [rb.num_rows for rb in out] == [first_half, ctx.n - first_half], f"{lib}: {[len(b) for b in out]}"
+        for rb, start in zip(out, (0, first_half)):
+            for i in (0, rb.num_rows - 1):
+                got = (rb.column("offset")[i].as_py(), rb.column("key")[i].as_py(), rb.column("value")[i].as_py())
+                assert got == (start + i, keys[start + i], values[start + i]), f"{lib}: row {i} is {got!r}"
+
+    def summary(res):
+        kx_runs, ref_runs = res["kafkatx"]["runs_s"], res["reference"]["runs_s"]
+        per_run = sorted(r / k for k, r in zip(kx_runs, ref_runs))
+        speedup = _median_s(res, "reference") / _median_s(res, "kafkatx")
+        return (f"decode_arrow on 2 threads vs 1: {speedup:.2f}x (target >= 1.6x): {_met(speedup >= 1.6)}; "
+                f"run by run {per_run[0]:.2f}x to {per_run[-1]:.2f}x over {len(per_run)} runs")  # fmt: skip
+
+    call = "kafkatx.arrow.decode_arrow_parallel([half1, half2], max_workers={}) (decode_arrow(verify_crc=True) each)"
+    return Row(
+        key="decode_arrow_threads",
+        name="decode to Arrow, 2 logs on 2 threads (ref: 1 thread)",
+        what=f"the none log split at a batch boundary into two separate logs of {len(halves[0]) / 1e6:.0f} MB, "
+        "decoded to Arrow (+ CRC) on two threads; reference: the same two decodes on one thread",
+        records=ctx.n,
+        nbytes=len(log),
+        impls={
+            "kafkatx": lambda: decode_arrow_parallel(halves, max_workers=2),
+            "reference": lambda: decode_arrow_parallel(halves, max_workers=1),
+        },
+        check=check,
+        notes={"kafkatx": call.format(2), "reference": call.format(1) + ": a plain loop, no pool"},
+        min_repeat=9,
+        summary=summary,
+    )
+
+
+@row("floor")
+def _(ctx):
+    kx = ctx.kx
+    if not hasattr(kx, "decode_arrow"):
+        return None
+    log = ctx.log("none")
+    dst = bytearray(len(log))
+    view = memoryview(dst)
+    view[:] = log  # fault the destination in once: the floor is the copy, not the page faults
+    want_crc = kx.crc32c(log)
+
+    def floor():
+        view[:] = log
+        return kx.crc32c(log)
+
+    def check(lib, out):
+        if lib == "reference":
+            assert out == want_crc and dst == log
+        else:
+            assert out.num_rows == ctx.n, f"{lib}: {out.num_rows} rows"
+
+    def summary(res):
+        x = _median_s(res, "kafkatx") / _median_s(res, "reference")
+        return f"decode_arrow takes {x:.2f}x one memcpy + CRC-32C of the log (target <= 4x): {_met(x <= 4)}"
+
+    return Row(
+        key="floor",
+        name="floor: memcpy + CRC-32C (ref) vs decode_arrow",
+        what="decode_arrow(log, verify_crc=True) next to its floor: one memcpy of the none log into a buffer "
+        "faulted in beforehand, plus kafkatx.crc32c over the log",
+        records=ctx.n,
+        nbytes=len(log),
+        impls={"kafkatx": lambda: kx.decode_arrow(log, verify_crc=True), "reference": floor},
+        check=check,
+        notes={
+            "kafkatx": "kafkatx.decode_arrow(log, verify_crc=True) -> pyarrow.RecordBatch",
+            "reference": "memoryview(dst)[:] = log (dst pre-faulted) + kafkatx.crc32c(log)",
+        },
+        min_repeat=9,
+        summary=summary,
+    )
+
+
+@row("txnindex_1m")
+def _(ctx):
+    from kafkatx import txnindex as ti
+
+    n = ctx.n  # entries
+    # aborted transaction i: producer 1000 + (7919 i mod 1000), offsets [10 i, 10 i + 7] (marker at 10 i + 7), LSO at
+    # the marker = 10 i + 8; written with encode_txnindex before timing
+    path = os.path.join(ctx.tmpdir(), "00000000000000000000.txnindex")
+    with open(path, "wb") as fh:
+        fh.write(ti.encode_txnindex((1000 + (7919 * i) % 1000, 10 * i, 10 * i + 7, 10 * i + 8) for i in range(n)))
+    size = os.path.getsize(path)
+    fetch = 10 * (n // 2)  # a fetch in the middle of the segment, 10,000 offsets long
+    upper = fetch + 10_000
+    hits = list(range(n // 2, min(n, n // 2 + 1000)))  # the entries overlapping [fetch, upper)
+
+    def arrays():
+        cols = ti.read_txnindex_arrays(path)
+        idx, complete = ti.collect_aborted_arrays(cols, fetch, upper)
+        return cols, idx, complete
+
+    def objects():
+        entries = ti.read_txnindex(path)
+        got, complete = ti.collect_aborted(entries, fetch, upper)
+        return entries, got, complete
+
+    def check(lib, out):
+        table, got, complete = out
+        assert complete, f"{lib}: query not complete"
+        if lib == "kafkatx":
+            assert all(len(col) == n for col in table.values()), f"{lib}: {len(table['producer_id'])} entries"
+            assert got.tolist() == hits, f"{lib}: collected {len(got)} entries"
+            assert table["first_offset"][got].tolist() == [10 * i for i in hits]
+            assert table["producer_id"][hits[0]] == 1000 + (7919 * hits[0]) % 1000
+        else:
+            assert len(table) == n, f"{lib}: {len(table)} entries"
+            assert [e.first_offset for e in got] == [10 * i for i in hits], f"{lib}: collected {len(got)} entries"
+
+    def summary(res):
+        t = _median_s(res, "kafkatx")
+        return (f"read {n:,}-entry .txnindex as arrays + one collect_aborted_arrays query: {t * 1e3:.1f} ms "
+                f"(target < 0.1 s): {_met(t < 0.1)}")  # fmt: skip
+
+    return Row(
+        key="txnindex_1m",
+        name=f"read a {n // 1000:,}k-entry .txnindex + 1 query (entries/s)",
+        what=f"read_txnindex_arrays of a {size / 1e6:.0f} MB .txnindex file ({n:,} entries, written before timing, "
+        f"in the page cache) + collect_aborted_arrays for a fetch of [{fetch}, {upper}) ({len(hits)} hits)",
+        records=n,
+        nbytes=size,
+        impls={"kafkatx": arrays, "reference": objects},
+        check=check,
+        notes={
+            "kafkatx": "kafkatx.txnindex.read_txnindex_arrays(path) + collect_aborted_arrays(cols, fetch, upper)",
+            "reference": "kafkatx's object path: read_txnindex(path) (one AbortedTxn per entry) + "
+            "collect_aborted(entries, fetch, upper); no peer reads .txnindex files",
+        },
+        summary=summary,
+    )
+
+
+PRODUCERS = 1000
+BATCH_SIZE_PS = 10  # records per batch in the producer-state workload
+DUPLICATE_RATE = 0.01
+
+
+@functools.lru_cache(maxsize=None)
+def producer_batches(n: int):
+    """``n`` data batch headers of ``PRODUCERS`` idempotent producers (epoch 0, 10 records a batch), in a random
+    interleaving, each producer's sequences in order; ``DUPLICATE_RATE`` of the rows re-send one of the
+    producer's last five batches (a retry).  Returns ``(rows, is_duplicate, last_five)``: rows as
+    ``check_and_update`` argument tuples, and per producer the batches the state must retain at the end."""
+    from collections import deque
+
+    rng = random_module.Random(_data.SEED)
+    next_seq = [0] * PRODUCERS
+    retained = [deque(maxlen=5) for _ in range(PRODUCERS)]
+    rows, dup = [], []
+    offset = 0
+    for r in range(n):
+        p = rng.randrange(PRODUCERS)
+        pid = 100_000 + p
+        ts = _data.T0 + r
+        if retained[p] and rng.random() < DUPLICATE_RATE:
+            bs, ls, _f, _l, _t = rng.choice(retained[p])
+            rows.append((pid, 0, bs, ls, offset, offset + BATCH_SIZE_PS - 1, ts, False))
+            dup.append(True)  # nothing is appended, so the offsets are not used up
+            continue
+        bs = next_seq[p]
+        ls = bs + BATCH_SIZE_PS - 1
+        rows.append((pid, 0, bs, ls, offset, offset + BATCH_SIZE_PS - 1, ts, False))
+        retained[p].append((bs, ls, offset, offset + BATCH_SIZE_PS - 1, ts))
+        dup.append(False)
+        next_seq[p] = ls + 1
+        offset += BATCH_SIZE_PS
+    last_five = {100_000 + p: tuple(retained[p]) for p in range(PRODUCERS) if retained[p]}
+    return rows, dup, last_five
+
+
+@row("producer_state")
+def _(ctx):
+    import numpy as np
+
+    from kafkatx import producer_state as ps  # importable: Context() found kafkatx
+
+    n = ctx.n  # batches
+    rows, dup, last_five = producer_batches(n)
+    cols = [np.array(c, dtype=bool if i == 7 else np.int64) for i, c in enumerate(zip(*rows))]
+    dup_mask = np.array(dup)
+    n_dup = int(dup_mask.sum())
+
+    def bulk():
+        m = ps.ProducerStateManager()
+        return m, m.validate_arrays(*cols)
+
+    def per_batch():
+        m = ps.ProducerStateManager()
+        cu = m.check_and_update
+        dups = 0
+        for args in rows:
+            if cu(*args) is not None:
+                dups += 1
+        return m, dups
+
+    def check(lib, out):
+        m, result = out
+        if lib == "kafkatx":
+            assert ((result == ps.RESULT_DUPLICATE) == dup_mask).all(), f"{lib}: duplicates found at other rows"
+            assert ((result == ps.RESULT_APPENDED) == ~dup_mask).all(), f"{lib}: a batch was rejected"
+        else:
+            assert result == n_dup, f"{lib}: {result} duplicates, expected {n_dup}"
+        got = {pid: tuple(tuple(b) for b in e.batch_metadata) for pid, e in m.producers.items()}
+        assert got == last_five, f"{lib}: the retained batches differ"
+
+    def summary(res):
+        bulk_rate = ctx.n / _median_s(res, "kafkatx")
+        loop_rate = ctx.n / _median_s(res, "reference")
+        return (f"producer state, {n:,} batch headers ({n_dup:,} duplicates): validate_arrays {bulk_rate / 1e6:.2f} M "
+                f"batches/s, check_and_update {loop_rate / 1e6:.2f} M batches/s (target >= 2 M/s): "
+                f"validate_arrays {_met(bulk_rate >= 2e6)}, check_and_update {_met(loop_rate >= 2e6)}")  # fmt: skip
+
+    return Row(
+        key="producer_state",
+        name=f"validate {n // 1000:,}k batch headers, bulk (ref: per batch) (batches/s)",
+        what=f"{n:,} data batch headers of {PRODUCERS} idempotent producers (random interleaving, sequences in "
+        f"order, {n_dup:,} retries of a retained batch), validated and applied by a fresh ProducerStateManager",
+        records=n,
+        nbytes=0,
+        impls={"kafkatx": bulk, "reference": per_batch},
+        check=check,
+        notes={
+            "kafkatx": "ProducerStateManager().validate_arrays(pids, epochs, base_seqs, last_seqs, first_offsets, "
+            "last_offsets, timestamps, is_transactional) over numpy columns",
+            "reference": "kafkatx's per-batch API: for each row, ProducerStateManager.check_and_update(*row)",
+        },
+        summary=summary,
     )
 
 
 # ================================================================================== running
+def warm_heap(n_records: int) -> list:
+    """Leave CPython's small-object allocator holding about 1 GB per million records of mapped memory.
+
+    Decoding a million records allocates ~300-500 MB of small objects; pymalloc returns an arena to the
+    OS as soon as it is empty, so in a fresh process every run page-faults all of that memory in again
+    (on this project's VMs that doubles or triples the time of every object-producing decoder, and how
+    much depends on what ran before).  Allocating ~12 small objects per record and keeping every 2048th
+    alive pins the arenas: later runs reuse mapped memory, as a long-running consumer's heap does.
+    Returns the pins (keep them alive).  ``--heap cold`` skips this.
+    """
+    objs = [bytes(40) for _ in range(12 * n_records)]
+    pins = objs[::2048]
+    del objs
+    return pins
+
+
+class CpuMeter:
+    """How many CPUs other processes kept busy from construction to :meth:`others` (Linux ``/proc/stat``:
+    the machine's busy time minus this process's own CPU time, per second of wall time)."""
+
+    def __init__(self):
+        self.start = self._sample()
+
+    @staticmethod
+    def _sample():
+        try:
+            with open("/proc/stat") as fh:
+                v = [int(x) for x in fh.readline().split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        hz = os.sysconf("SC_CLK_TCK")
+        own = os.times()
+        # user nice system idle iowait irq softirq steal
+        return (v[0] + v[1] + v[2] + v[5] + v[6]) / hz, v[7] / hz, own.user + own.system, time.perf_counter()
+
+    def others(self) -> tuple:
+        """``(other processes' CPUs, stolen CPUs)`` on average since construction, or ``(None, None)``."""
+        end = self._sample()
+        if self.start is None or end is None or end[3] <= self.start[3]:
+            return None, None
+        wall = end[3] - self.start[3]
+        busy = (end[0] - self.start[0]) - (end[2] - self.start[2])
+        return max(0.0, busy / wall), (end[1] - self.start[1]) / wall
+
+
+def run_row(r: Row, repeat: int, gc_on: bool, results: list, summaries: list) -> tuple:
+    """Time one row; appends to ``results`` (for :func:`table`) and ``summaries``; returns ``(res, meta)``."""
+    t = time.perf_counter()
+    meter = CpuMeter()
+    res = time_row(r, repeat, gc_on)
+    others, steal = meter.others()
+    busy = "" if others is None else f", other processes {others:.2f} CPUs busy, steal {steal:.2f}"
+    print(f"[{r.key}] {r.name}: " + ", ".join(f"{lib} {c['median_s']:.3f}s" for lib, c in res.items())
+          + f"  ({time.perf_counter() - t:.0f} s{busy})", file=sys.stderr, flush=True)  # fmt: skip
+    summary = r.summary(res) if r.summary else None
+    results.append((r.name, res, r.unit))
+    if summary:
+        summaries.append((r.key, summary))
+    if others is not None and others + steal > 0.25:
+        summaries.append((r.key, f"while this row ran, other processes kept {others:.2f} CPUs busy (steal "
+                                 f"{steal:.2f}) of {os.cpu_count()}: its numbers, multi-threaded ones above all, "
+                                 "are not those of an idle machine"))  # fmt: skip
+    meta = {
+        "key": r.key, "name": r.name, "what": r.what, "records": r.records, "bytes": r.nbytes, "unit": r.unit,
+        "results": res, "notes": r.notes, "summary": summary,
+        "other_processes_cpus": others, "steal_cpus": steal,
+        "kafkatx_over_aiokafka": ratio(res, "kafkatx", "aiokafka"),
+        "kafkatx_over_kafka_python": ratio(res, "kafkatx", "kafka-python"),
+        "kafkatx_over_reference": ratio(res, "kafkatx", "reference"),
+    }  # fmt: skip
+    return res, meta
+
+
+def load_line(seconds: float = 1.0) -> str:
+    """How busy the machine is just before starting (another busy process distorts every row, on 2 CPUs above
+    all the multi-threaded ones); each row's line on stderr says the same for the time it ran."""
+    meter = CpuMeter()
+    time.sleep(seconds)
+    others, steal = meter.others()
+    if others is None:
+        return f"load average before starting: {os.getloadavg()[0]:.2f} (1 min)"
+    warn = "" if others + steal < 0.25 else "  (something else is using the CPUs: the numbers will be off)"
+    return (f"other processes before starting: {others:.2f} of {os.cpu_count()} CPUs busy, steal {steal:.2f} "
+            f"(over {seconds:.0f} s){warn}")  # fmt: skip
+
+
+def minor_faults() -> int:
+    """Minor page faults of this process so far (memory mapped in on first touch)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def time_row(r: Row, repeat: int, gc_on: bool, log=print) -> dict:
     for lib, fn in r.impls.items():  # check + warm-up (untimed)
         result = fn()
         if r.check:
             r.check(lib, result)
         del result
+    repeat = max(repeat, r.min_repeat)
     runs = {lib: [] for lib in r.impls}
+    faults = {lib: [] for lib in r.impls}
     for _ in range(repeat):
         for lib, fn in r.impls.items():
             gc.collect()
             if not gc_on:
                 gc.disable()
+            f0 = minor_faults()
             t = time.perf_counter()
             result = fn()
             dt = time.perf_counter() - t
+            faults[lib].append(minor_faults() - f0)
             gc.enable()
             del result
             runs[lib].append(dt)
@@ -499,6 +1043,8 @@ def time_row(r: Row, repeat: int, gc_on: bool, log=print) -> dict:
             "runs_s": ts,
             "records_per_s": r.records / med,
             "mb_per_s": r.nbytes / med / 1e6,
+            "minor_faults": int(statistics.median(faults[lib])),
+            "minor_faults_runs": faults[lib],
         }
     return out
 
@@ -513,15 +1059,20 @@ def fmt_rate(x: float) -> str:
     return f"{x / 1e6:.2f} M/s" if x >= 1e5 else f"{x / 1e3:.0f} k/s"
 
 
+def fmt_bytes_rate(x: float) -> str:
+    return f"{x / 1e9:.2f} GB/s" if x >= 1e9 else f"{x / 1e6:.0f} MB/s"
+
+
 def fmt_seconds(s: float) -> str:
     return f"{s:.3f} s" if s >= 0.1 else f"{s * 1e3:.2f} ms"
 
 
-def fmt_cell(res: dict, lib: str) -> str:
+def fmt_cell(res: dict, lib: str, unit: str = "records") -> str:
     if lib not in res:
         return ""
     c = res[lib]
-    return f"{fmt_rate(c['records_per_s'])} ({fmt_seconds(c['median_s'])})"
+    rate = fmt_bytes_rate(c["mb_per_s"] * 1e6) if unit == "bytes" else fmt_rate(c["records_per_s"])
+    return f"{rate} ({fmt_seconds(c['median_s'])})"
 
 
 def fmt_ratio(x) -> str:
@@ -529,18 +1080,19 @@ def fmt_ratio(x) -> str:
 
 
 def table(results: list, markdown: bool) -> str:
+    """``results``: ``(name, res)`` or ``(name, res, unit)`` per row.  Columns no row fills are left out."""
     head = ["operation", "kafkatx", "aiokafka", "kafka-python", "reference",
-            "kafkatx ÷ aiokafka", "kafkatx ÷ kafka-python"]  # fmt: skip
+            "kafkatx ÷ aiokafka", "kafkatx ÷ kafka-python", "kafkatx ÷ reference"]  # fmt: skip
     rows = []
-    for name, res in results:
-        rows.append([name, fmt_cell(res, "kafkatx"), fmt_cell(res, "aiokafka"), fmt_cell(res, "kafka-python"),
-                     fmt_cell(res, "reference"), fmt_ratio(ratio(res, "kafkatx", "aiokafka")),
-                     fmt_ratio(ratio(res, "kafkatx", "kafka-python"))])  # fmt: skip
-    # drop the reference column if no row uses it
-    if not any(r[4] for r in rows):
-        head.pop(4)
-        for r in rows:
-            r.pop(4)
+    for name, res, *unit in results:
+        u = unit[0] if unit else "records"
+        rows.append([name, fmt_cell(res, "kafkatx", u), fmt_cell(res, "aiokafka", u), fmt_cell(res, "kafka-python", u),
+                     fmt_cell(res, "reference", u), fmt_ratio(ratio(res, "kafkatx", "aiokafka")),
+                     fmt_ratio(ratio(res, "kafkatx", "kafka-python")),
+                     fmt_ratio(ratio(res, "kafkatx", "reference"))])  # fmt: skip
+    keep = [0] + [i for i in range(1, len(head)) if any(r[i] for r in rows)]
+    head = [head[i] for i in keep]
+    rows = [[r[i] for i in keep] for r in rows]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -551,6 +1103,10 @@ def table(results: list, markdown: bool) -> str:
         return "  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w) for i, (x, w) in enumerate(zip(r, widths)))
 
     return "\n".join([fmt(head), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows])
+
+
+LEGEND = ("cells: records/s (batches/s or entries/s where the operation says so; bytes/s for byte rows) and the "
+          "median seconds; ratios: other seconds / kafkatx seconds (> 1 = kafkatx faster)")  # fmt: skip
 
 
 def main(argv=None) -> int:
@@ -566,6 +1122,10 @@ def main(argv=None) -> int:
     ap.add_argument("--gc", action="store_true",
                     help="keep the cyclic garbage collector on while timing (default: off, as timeit does; with it "
                     "on, building a million container objects triggers repeated full collections)")  # fmt: skip
+    ap.add_argument("--heap", choices=("warm", "cold"), default="warm",
+                    help="warm (default): pin ~1 GB per million records of allocator arenas first, so runs reuse "
+                    "mapped memory like a long-running consumer; cold: fresh process heap, every run page-faults "
+                    "its objects in (see warm_heap())")  # fmt: skip
     ap.add_argument("--json", metavar="OUT.json", help="also write all results and metadata as JSON")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown (README-ready)")
     args = ap.parse_args(argv)
@@ -592,7 +1152,9 @@ def main(argv=None) -> int:
     print(f"kafka-python {kp['version']}: pure Python ({kp['default_records_file']}); "
           f"its calc_crc32c uses {kp['calc_crc32c_uses']}")  # fmt: skip
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
-          f"{n:,} records, median of {args.repeat}, gc {'on' if args.gc else 'off'} while timing")  # fmt: skip
+          f"{n:,} records, median of {args.repeat}, gc {'on' if args.gc else 'off'} while timing, "
+          f"{args.heap} heap")  # fmt: skip
+    print(load_line())
 
     wanted = None if not args.rows else [k.strip() for k in args.rows.split(",") if k.strip()]
     known = [k for k, _ in ROW_FACTORIES]
@@ -612,9 +1174,10 @@ def main(argv=None) -> int:
     for c in _data.CODECS:
         equivalence[c] = _data.check_equivalence(c, n)
         print(f"  same log built by the peers ({c}): {equivalence[c]}")
+    pins = warm_heap(n) if args.heap == "warm" else []
     print()
 
-    results, meta_rows = [], []
+    results, meta_rows, summaries = [], [], []
     for key, factory in ROW_FACTORIES:
         if wanted and key not in wanted:
             continue
@@ -622,21 +1185,17 @@ def main(argv=None) -> int:
         if r is None:
             print(f"[{key}] not applicable here, skipped", file=sys.stderr)
             continue
-        t = time.perf_counter()
-        res = time_row(r, args.repeat, args.gc)
-        print(f"[{key}] {r.name}: " + ", ".join(f"{lib} {c['median_s']:.3f}s" for lib, c in res.items())
-              + f"  ({time.perf_counter() - t:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
-        results.append((r.name, res))
-        meta_rows.append({
-            "key": r.key, "name": r.name, "what": r.what, "records": r.records, "bytes": r.nbytes,
-            "results": res, "notes": r.notes,
-            "kafkatx_over_aiokafka": ratio(res, "kafkatx", "aiokafka"),
-            "kafkatx_over_kafka_python": ratio(res, "kafkatx", "kafka-python"),
-        })  # fmt: skip
+        res, meta = run_row(r, args.repeat, args.gc, results, summaries)
+        meta_rows.append(meta)
 
     print(table(results, args.markdown))
     print()
-    print("cells: records/s (median seconds); ratios: peer seconds / kafkatx seconds (> 1 = kafkatx faster)")
+    print(LEGEND)
+    if summaries:
+        print()
+        print("notes and targets:")
+        for key, text in summaries:
+            print(f"  [{key}] {text}")
     if args.json:
         doc = {
             "kafkatx": {"version": kx.__version__, "backend": kx.BACKEND},
@@ -649,6 +1208,8 @@ def main(argv=None) -> int:
             "records": n,
             "repeat": args.repeat,
             "gc": args.gc,
+            "heap": args.heap,
+            "load_average_at_start": os.getloadavg(),
             "log_bytes": sizes,
             "record_bytes_uncompressed": rec_bytes,
             "equivalence": equivalence,
@@ -657,6 +1218,7 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=2)
         print(f"wrote {args.json}")
+    del pins
     return 0
 
 

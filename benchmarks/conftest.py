@@ -4,16 +4,20 @@
 * The workload is ``benchmarks/_data.py`` at ``KAFKATX_BENCH_RECORDS`` records (default 100,000).
 * kafkatx backends: ``cython`` and ``python``; with ``KAFKATX_NO_EXTENSIONS=1`` only ``python``.  A missing
   compiled extension is an error, not a skip (as in ``tests/``).
+* The allocator heap is warmed once per session as ``compare.py`` does by default (``compare.warm_heap``);
+  ``KAFKATX_BENCH_HEAP=cold`` skips that.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import pytest
 
 import _bench
 import _data
+import compare
 
 # kafka-python 3.0 calls the deprecated importlib.resources.read_text/open_text when imported, which the repo's
 # ``filterwarnings = ["error"]`` would turn into an error inside the first test that imports it: import it
@@ -38,3 +42,11 @@ def n_records() -> int:
 def workload(n_records):
     """The cached logs: ``{codec: bytes}`` for none/lz4/zstd, built by kafkatx."""
     return {c: _data.build_log(c, n_records) for c in _data.CODECS}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_heap(n_records):
+    """Pin allocator arenas so timed rounds reuse mapped memory (see ``compare.warm_heap``)."""
+    pins = [] if os.environ.get("KAFKATX_BENCH_HEAP", "warm") == "cold" else compare.warm_heap(n_records)
+    yield
+    del pins

@@ -24,8 +24,8 @@ class KafkaTxError(Exception):
     """Base class of every error kafkatx raises."""
 
 
-class CorruptRecordError(KafkaTxError, ValueError):
-    """The bytes are not a valid Kafka record batch (Kafka's CorruptRecordException)."""
+class _BatchError(KafkaTxError):
+    """Base of the errors about bytes in the caller's buffer: they say which byte and which batch."""
 
     def __init__(self, message: str, position: int | None = None, base_offset: int | None = None):
         where = []
@@ -33,14 +33,17 @@ class CorruptRecordError(KafkaTxError, ValueError):
             where.append(f"at byte {position}")
         if base_offset is not None:
             where.append(f"in batch with base offset {base_offset}")
-        full = f"{message} ({', '.join(where)})" if where else message
-        super().__init__(full)
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
         self.reason = message
         self.position = position
         self.base_offset = base_offset
 
     def __reduce__(self):  # keep pickling (multiprocessing, Spark) lossless
         return (type(self), (self.reason, self.position, self.base_offset))
+
+
+class CorruptRecordError(_BatchError, ValueError):
+    """The bytes are not a valid Kafka record batch (Kafka's CorruptRecordException)."""
 
 
 class CrcMismatchError(CorruptRecordError):
@@ -55,33 +58,12 @@ class DecompressionError(CorruptRecordError):
     """A compressed payload could not be decompressed."""
 
 
-class UnsupportedCompressionError(KafkaTxError):
+class UnsupportedCompressionError(_BatchError):
     """Unknown compression id, or a codec whose library is not installed."""
 
-    def __init__(self, message: str, position: int | None = None, base_offset: int | None = None):
-        super().__init__(message if position is None else f"{message} (at byte {position})")
-        self.reason = message
-        self.position = position
-        self.base_offset = base_offset
 
-    def __reduce__(self):
-        return (type(self), (self.reason, self.position, self.base_offset))
-
-
-class DecompressedSizeError(KafkaTxError):
+class DecompressedSizeError(_BatchError):
     """A compressed payload inflates beyond the configured ``max_decompressed_size``."""
-
-    def __init__(self, message: str, position: int | None = None, base_offset: int | None = None):
-        suffix = [] if position is None else [f"at byte {position}"]
-        if base_offset is not None:
-            suffix.append(f"in batch with base offset {base_offset}")
-        super().__init__(f"{message} ({', '.join(suffix)})" if suffix else message)
-        self.reason = message
-        self.position = position
-        self.base_offset = base_offset
-
-    def __reduce__(self):
-        return (type(self), (self.reason, self.position, self.base_offset))
 
 
 class InvalidAppendError(KafkaTxError, ValueError):

@@ -481,15 +481,15 @@ def _(ctx):
     return _isolation_row(ctx, "read_committed", "transactions: read_committed, 10% aborted", True)
 
 
-def _arrow_row(ctx, key, name, **kwargs):
+def _arrow_row(ctx, key, name, codec="none", **kwargs):
     # Columns instead of objects. Only kafkatx decodes into columns; the rows appear when kafkatx.decode_arrow
     # exists (and accepts ``kwargs``); the peers are shown with their object decoders, for scale.
     kx = ctx.kx
     if not hasattr(kx, "decode_arrow"):
         return None
-    log = ctx.log("none")
+    log = ctx.log(codec)
     try:
-        kx.decode_arrow(log[: len(log) // (ctx.n // _data.BATCH_RECORDS)], verify_crc=True, **kwargs)
+        kx.decode_arrow(log, verify_crc=True, **kwargs)
     except TypeError:
         return None  # this kafkatx has no such option
     keys, values, ts = ctx.expected()
@@ -509,7 +509,7 @@ def _arrow_row(ctx, key, name, **kwargs):
     return Row(
         key=key,
         name=name,
-        what="none log -> pyarrow.RecordBatch (kafkatx) vs objects (peers)",
+        what=f"{codec} log -> pyarrow.RecordBatch (kafkatx) vs objects (peers)",
         records=ctx.n,
         nbytes=len(log),
         impls={
@@ -529,6 +529,16 @@ def _arrow_row(ctx, key, name, **kwargs):
 @row("decode_arrow")
 def _(ctx):
     return _arrow_row(ctx, "decode_arrow", "decode to Arrow columns + CRC")
+
+
+@row("decode_arrow_lz4")
+def _(ctx):
+    return _arrow_row(ctx, "decode_arrow_lz4", "decode to Arrow columns + CRC, lz4", codec="lz4")
+
+
+@row("decode_arrow_zstd")
+def _(ctx):
+    return _arrow_row(ctx, "decode_arrow_zstd", "decode to Arrow columns + CRC, zstd", codec="zstd")
 
 
 @row("decode_arrow_view")

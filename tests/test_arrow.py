@@ -35,6 +35,7 @@ CORRUPT = {"corrupt_crc_none", "corrupt_crc_zstd", "corrupt_count_none", "corrup
 DECODABLE = [c for c in CASES if c not in CORRUPT]
 ISOLATIONS = ["read_uncommitted", "read_committed"]
 TS_TYPES = {"create_time": 0, "log_append_time": 1, "no_timestamp_type": -1}
+T_BASE = 1_700_000_000_000
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 # encode_arrow: both backends (the twin's arrived after the compiled one)
@@ -205,6 +206,34 @@ def test_no_timestamp_and_null_key_value(codec):
     assert rb.column("timestamp").null_count == 1
 
 
+@settings(max_examples=60, **SETTINGS)
+@given(
+    batches=st.lists(
+        st.lists(st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=40),
+                           st.sampled_from([-1, 0, 1_700_000_000_000])), min_size=1, max_size=40),
+        min_size=1, max_size=5),
+    binary_view=st.booleans(), large_binary=st.booleans(),
+)  # fmt: skip
+def test_null_patterns_across_batches(codec, batches, binary_view, large_binary):
+    """Nulls first seen anywhere (mid-byte of the bitmap, in a later batch) give the same rows as the
+    record decoder, and every array is valid Arrow (the bitmaps are written lazily)."""
+    if binary_view and large_binary:
+        large_binary = False
+    log, base = b"", 0
+    for rows in batches:
+        b = codec.BatchBuilder(base_offset=base)
+        for key, value, ts in rows:
+            b.append(value, key=key, timestamp=ts)
+        log += b.build()
+        base += len(rows)
+    rb = codec.decode_arrow(log, binary_view=binary_view, large_binary=large_binary)
+    rb.validate(full=True)
+    assert arrow_rows(rb) == record_rows(codec, log)
+    for name, want in (("key", 0), ("value", 1)):
+        assert rb.column(name).null_count == sum(r[want] is None for rows in batches for r in rows)
+    assert rb.column("timestamp").null_count == sum(r[2] == -1 for rows in batches for r in rows)
+
+
 @pytest.mark.parametrize("name", sorted(CORRUPT))
 def test_golden_corrupt_raises_like_decode_records(codec, name):
     data, _ = load_golden(name)
@@ -301,6 +330,7 @@ def test_logs_decode_arrow_equals_decode_records(codec, log, data):
     for isolation in ISOLATIONS:
         kw = dict(isolation=isolation, aborted_transactions=aborted, last_stable_offset=lso)
         rb = codec.decode_arrow(log.data, **kw)
+        rb.validate(full=True)
         rows = arrow_rows(rb)
         assert rows == record_rows(codec, log.data, **kw)
         recs = codec.decode_records(log.data, **kw)
@@ -333,6 +363,42 @@ def test_logs_feed_arrow_random_chunks(codec, log, data):
     assert info(parts[-1])[0] == info(whole)[0]  # next_offset
     assert sum(int(info(p)[1]) for p in parts) == int(info(whole)[1])  # valid_bytes
     assert info(parts[-1])[2] == info(whole)[2]  # trailing_bytes
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(log=logs(), data=st.data())
+def test_logs_feed_arrow_parts(codec, log, data):
+    """feed_arrow_parts over random byte splits gives decode_arrow's one batch, metadata included."""
+    aborted, _ = data.draw(aborted_lists(log))
+    isolation = data.draw(st.sampled_from(ISOLATIONS))
+    lso = data.draw(st.one_of(st.none(), st.integers(log.start, log.end + 1)))
+    view = data.draw(st.booleans())
+    cuts = split_points(data.draw, len(log.data))
+    kw = dict(isolation=isolation, aborted_transactions=aborted, last_stable_offset=lso)
+    whole = codec.decode_arrow(log.data, binary_view=view, **kw)
+    f = codec.ReadCommittedFilter(aborted, isolation=isolation, last_stable_offset=lso)
+    parts = [log.data[a:b] for a, b in zip([0] + cuts, cuts + [len(log.data)])]
+    got = f.feed_arrow_parts([memoryview(p) for p in parts], binary_view=view)
+    got.validate(full=True)
+    assert got.equals(whole, check_metadata=True)
+    assert f.pending_bytes == int(info(whole)[2])
+
+
+def test_feed_arrow_parts_error_names_the_part(codec):
+    b = codec.BatchBuilder(base_offset=0)
+    b.append(b"v", key=b"k", timestamp=T_BASE)
+    first = b.build()
+    b = codec.BatchBuilder(base_offset=1)
+    b.append(b"w", key=b"k", timestamp=T_BASE)
+    second = bytearray(b.build())
+    second[-1] ^= 0xFF  # breaks the CRC
+    f = codec.ReadCommittedFilter(isolation="read_uncommitted")
+    with pytest.raises(CrcMismatchError) as err:
+        f.feed_arrow_parts([first, bytes(second)])
+    assert err.value.part == 1 and err.value.position == 0
+    assert f.next_offset == 1  # the first part was decoded
+    empty = codec.ReadCommittedFilter().feed_arrow_parts([])
+    assert empty.num_rows == 0 and info(empty) == ("None", "0", "0")
 
 
 @settings(max_examples=60, **SETTINGS)

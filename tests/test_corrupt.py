@@ -610,6 +610,33 @@ def test_huge_declared_lengths_do_not_allocate(codec, name, make, exc):
     assert peak < 1 << 20, f"{name}: peak allocation {peak} bytes for a {len(data)}-byte input"
 
 
+@pytest.mark.parametrize("name,make,exc", HUGE, ids=[h[0] for h in HUGE])
+def test_huge_declared_lengths_do_not_allocate_arrow(codec, name, make, exc):
+    """decode_arrow sizes its columns from the batch headers: a forged count or length must not reserve
+    what it claims (measured on a pyarrow pool that counts only this call's allocations)."""
+    import pyarrow as pa
+
+    data = make()
+    old = pa.default_memory_pool()
+    pool = pa.proxy_memory_pool(old)
+    _ARROW_POOLS.append(pool)  # buffers may outlive the test (in a kept traceback): so must their pool
+    pa.set_memory_pool(pool)
+    try:
+        if exc is None:
+            rb = codec.decode_arrow(data)
+            assert rb.num_rows == 0 and rb.schema.metadata[b"trailing_bytes"] == str(len(data)).encode()
+        else:
+            with pytest.raises(exc) as err:
+                codec.decode_arrow(data)
+            check_error(err.value, data, name)
+    finally:
+        pa.set_memory_pool(old)
+    assert pool.max_memory() < 1 << 20, f"{name}: {pool.max_memory()} bytes of Arrow buffers"
+
+
+_ARROW_POOLS: list = []
+
+
 @pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_small_batches_allocate_little(codec, compression):
     """Decoding a ~100-byte batch with the default max_decompressed_size must not reserve that limit."""

@@ -101,6 +101,45 @@ cdef inline int bit_set(Grow *g, Py_ssize_t i, bint v) except -1 nogil:
     return 0
 
 
+cdef int bits_fill(Grow *g, Py_ssize_t start, Py_ssize_t count, bint v) except -1 nogil:
+    """Set bits [start, start + count) of a bitmap to ``v`` (bits before ``start`` are already written)."""
+    cdef Py_ssize_t end = start + count
+    cdef Py_ssize_t i, first_full, last_full
+    if count <= 0:
+        return 0
+    bit_set(g, end - 1, False)  # the bitmap now covers every bit to set, new bytes zeroed
+    if not v:
+        return 0
+    first_full = (start + 7) >> 3
+    last_full = end >> 3
+    if first_full >= last_full:
+        for i in range(start, end):
+            g.data[i >> 3] |= <uint8_t>(1 << (i & 7))
+        return 0
+    for i in range(start, first_full << 3):
+        g.data[i >> 3] |= <uint8_t>(1 << (i & 7))
+    memset(g.data + first_full, 0xFF, last_full - first_full)
+    for i in range(last_full << 3, end):
+        g.data[i >> 3] |= <uint8_t>(1 << (i & 7))
+    return 0
+
+
+# Validity bitmaps are written lazily: while a column has no null, its bitmap stays empty (Arrow's "no
+# validity buffer"); the first null at row i writes i one-bits, and from then on every row sets its bit.
+cdef inline int row_valid(Grow *g, Py_ssize_t nulls, Py_ssize_t i) except -1 nogil:
+    if nulls:
+        bit_set(g, i, True)
+    return 0
+
+
+cdef int row_null(Grow *g, Py_ssize_t *nulls, Py_ssize_t i) except -1 nogil:
+    if nulls[0] == 0:
+        bits_fill(g, 0, i, True)
+    bit_set(g, i, False)
+    nulls[0] += 1
+    return 0
+
+
 cdef struct BinCol:
     Grow offsets   # int32 (or int64 when large) offsets, n + 1 of them
     Grow data
@@ -137,6 +176,7 @@ cdef class _Columns:
     cdef _Buffer src            # the caller's buffer (uncompressed batches point into it)
     cdef int32_t src_index      # its current window in view_bufs (-1: none yet)
     cdef Py_ssize_t src_start
+    cdef const uint8_t *src_base  # src.ptr + src_start
 
     def __cinit__(self, int want, bint large, bint views=False):
         self.want = want
@@ -167,15 +207,14 @@ cdef class _Columns:
         _bin_free(&self.h_key)
         _bin_free(&self.h_value)
 
-    cdef int reserve(self, Py_ssize_t rows, Py_ssize_t payload) except -1:
-        """Room for ``rows`` more records whose keys and values come from ``payload`` bytes."""
+    cdef int reserve(self, Py_ssize_t rows, Py_ssize_t payload) except -1 nogil:
+        """Room for ``rows`` more records whose keys and values come from ``payload`` bytes (the buffers
+        grow by doubling, so the GIL is taken only O(log n) times)."""
         cdef int want = self.want
-        cdef Py_ssize_t bits = (self.n + rows) // 8 + 2 - self.ts_valid.len
         if want & COL_OFFSET:
             g_reserve(&self.offset, rows * 8)
         if want & COL_TIMESTAMP:
             g_reserve(&self.timestamp, rows * 8)
-            g_reserve(&self.ts_valid, bits)
         if want & COL_TIMESTAMP_TYPE:
             g_reserve(&self.ts_type, rows)
         if want & COL_KEY:
@@ -194,17 +233,46 @@ cdef class _Columns:
             g_reserve(&self.is_txn, (self.n + rows) // 8 + 2 - self.is_txn.len)
         return 0
 
+    cdef int presize(self, Py_ssize_t rows, Py_ssize_t payload) except -1:
+        """Size every buffer once for a whole input of about ``rows`` records and ``payload`` record bytes
+        (one allocation per column instead of a chain of doublings, each copying and faulting in memory).
+        Values get ``payload`` bytes; keys a quarter of it and grow if they need more."""
+        cdef int want = self.want
+        if want & COL_OFFSET:
+            g_reserve(&self.offset, rows * 8)
+        if want & COL_TIMESTAMP:
+            g_reserve(&self.timestamp, rows * 8)
+        if want & COL_TIMESTAMP_TYPE:
+            g_reserve(&self.ts_type, rows)
+        if want & COL_KEY:
+            _bin_reserve(&self.key, rows, 0 if self.views else payload // 4, self.large or self.views)
+        if want & COL_VALUE:
+            _bin_reserve(&self.value, rows, 0 if self.views else payload, self.large or self.views)
+        if want & COL_HEADERS:
+            g_reserve(&self.h_list_offsets, rows * 4)
+        if want & COL_PRODUCER_ID:
+            g_reserve(&self.producer_id, rows * 8)
+        if want & COL_PRODUCER_EPOCH:
+            g_reserve(&self.producer_epoch, rows * 2)
+        if want & COL_SEQUENCE:
+            g_reserve(&self.sequence, rows * 4)
+        if want & COL_IS_TRANSACTIONAL:
+            g_reserve(&self.is_txn, rows // 8 + 2)
+        return 0
+
     cdef int add(self, int64_t offset, int64_t ts, int8_t ts_type, const uint8_t *k, int32_t klen,
                  const uint8_t *v, int32_t vlen, int64_t pid, int16_t epoch, int32_t seq, bint txn) except -1 nogil:
+        """Append one row (the legacy path; v2 batches go through decode_v2_columns)."""
         cdef int want = self.want
         cdef Py_ssize_t i = self.n
         if want & COL_OFFSET:
             g_i64(&self.offset, offset)
         if want & COL_TIMESTAMP:
             g_i64(&self.timestamp, ts)
-            bit_set(&self.ts_valid, i, ts != -1)  # -1 is Kafka's "no timestamp"; others are real instants
-            if ts == -1:
-                self.ts_nulls += 1
+            if ts == -1:  # Kafka's "no timestamp"; others are real instants
+                row_null(&self.ts_valid, &self.ts_nulls, i)
+            else:
+                row_valid(&self.ts_valid, self.ts_nulls, i)
         if want & COL_TIMESTAMP_TYPE:
             g_i8(&self.ts_type, ts_type)
         if self.views:
@@ -238,6 +306,7 @@ cdef class _Columns:
             self.src_start = pos
         self.cur_index = self.src_index
         self.cur_base = self.src.ptr + self.src_start
+        self.src_base = self.cur_base
         return 0
 
     cdef int use_payload(self, bytes payload) except -1:
@@ -254,22 +323,22 @@ cdef class _Columns:
                 raise _BinaryOverflow()
         return g_i32(&self.h_list_offsets, <int32_t>self.h_n)
 
-    cdef int add_header(self, const uint8_t *k, int32_t klen, const uint8_t *v, int32_t vlen) except -1:
-        cdef int32_t i
-        cdef bytes fixed
-        for i in range(klen):
-            if k[i] >= 0x80:
-                # Arrow strings must be valid UTF-8; Kafka does not check header keys, so repair
-                # invalid sequences with U+FFFD here (the record decoders keep them via surrogateescape)
-                fixed = PyUnicode_DecodeUTF8(<const char *>k, klen, "replace").encode("utf-8")
-                _bin_add(&self.h_key, self.h_n, <const uint8_t *>PyBytes_AS_STRING(fixed),
-                         <int32_t>PyBytes_GET_SIZE(fixed), False)
-                break
-        else:
+    cdef int add_header(self, const uint8_t *k, int32_t klen, const uint8_t *v, int32_t vlen) except -1 nogil:
+        if kx_is_ascii(k, klen):
             _bin_add(&self.h_key, self.h_n, k, klen, False)
+        else:
+            with gil:
+                self._add_header_key_repaired(k, klen)
         _bin_add(&self.h_value, self.h_n, v, vlen, False)
         self.h_n += 1
         return 0
+
+    cdef int _add_header_key_repaired(self, const uint8_t *k, int32_t klen) except -1:
+        # Arrow strings must be valid UTF-8; Kafka does not check header keys, so invalid sequences are
+        # replaced with U+FFFD here (the record decoders keep them via surrogateescape)
+        cdef bytes fixed = PyUnicode_DecodeUTF8(<const char *>k, klen, "replace").encode("utf-8")
+        return _bin_add(&self.h_key, self.h_n, <const uint8_t *>PyBytes_AS_STRING(fixed),
+                        <int32_t>PyBytes_GET_SIZE(fixed), False)
 
     cdef Py_ssize_t payload_bytes(self):
         return max(self.key.data.len, self.value.data.len, self.h_key.data.len, self.h_value.data.len)
@@ -281,9 +350,8 @@ cdef void _bin_free(BinCol *c) noexcept:
     g_release(&c.valid)
 
 
-cdef int _bin_reserve(BinCol *c, Py_ssize_t rows, Py_ssize_t payload, bint wide) except -1:
+cdef int _bin_reserve(BinCol *c, Py_ssize_t rows, Py_ssize_t payload, bint wide) except -1 nogil:
     g_reserve(&c.offsets, rows * (16 if wide else 4))  # int32 offsets, or room for int64 offsets / views
-    g_reserve(&c.valid, rows // 8 + 2)
     return g_reserve(&c.data, payload)
 
 
@@ -299,11 +367,13 @@ cdef int _bin_init(BinCol *c, bint large, bint views=False) except -1:
 
 cdef inline int _bin_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, bint large) except -1 nogil:
     if n >= 0:
-        g_put(&c.data, p, n)
-        bit_set(&c.valid, i, True)
+        if n:
+            g_reserve(&c.data, n)
+            kx_copy(c.data.data + c.data.len, p, n)
+            c.data.len += n
+        row_valid(&c.valid, c.nulls, i)
     else:
-        bit_set(&c.valid, i, False)
-        c.nulls += 1
+        row_null(&c.valid, &c.nulls, i)
     if large:
         return g_i64(&c.offsets, c.data.len)
     if c.data.len > 2147483647:
@@ -312,27 +382,33 @@ cdef inline int _bin_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, b
     return g_i32(&c.offsets, <int32_t>c.data.len)
 
 
-cdef inline int _view_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, int32_t index,
-                   const uint8_t *base) except -1 nogil:
-    """Append one Arrow binary view: length + inline bytes (<= 12), or length + prefix + buffer + offset."""
-    cdef uint8_t v[16]
+cdef inline void _view_make(uint8_t *v, const uint8_t *p, int32_t n, int32_t index, const uint8_t *base) noexcept nogil:
+    """Write one 16-byte Arrow binary view of p[0:n] (n >= 0): length + inline bytes (<= 12), or length +
+    4-byte prefix + buffer index + offset from ``base``."""
     cdef int32_t off
     memset(v, 0, 16)
-    if n < 0:
-        bit_set(&c.valid, i, False)
-        c.nulls += 1
+    memcpy(v, &n, 4)
+    if n <= 12:
+        kx_copy(v + 4, p, n)
     else:
-        bit_set(&c.valid, i, True)
-        memcpy(v, &n, 4)
-        if n <= 12:
-            if n > 0:
-                memcpy(v + 4, p, n)
-        else:
-            memcpy(v + 4, p, 4)
-            off = <int32_t>(p - base)
-            memcpy(v + 8, &index, 4)
-            memcpy(v + 12, &off, 4)
-    return g_put(&c.offsets, v, 16)
+        memcpy(v + 4, p, 4)
+        off = <int32_t>(p - base)
+        memcpy(v + 8, &index, 4)
+        memcpy(v + 12, &off, 4)
+
+
+cdef inline int _view_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, int32_t index,
+                          const uint8_t *base) except -1 nogil:
+    """Append one Arrow binary view (a null is an all-zero view with its validity bit cleared)."""
+    g_reserve(&c.offsets, 16)
+    if n < 0:
+        row_null(&c.valid, &c.nulls, i)
+        memset(c.offsets.data + c.offsets.len, 0, 16)
+    else:
+        row_valid(&c.valid, c.nulls, i)
+        _view_make(c.offsets.data + c.offsets.len, p, n, index, base)
+    c.offsets.len += 16
+    return 0
 
 
 class _BinaryOverflow(Exception):
@@ -346,7 +422,7 @@ cdef object _take(Grow *g):
     if g.buf == NULL:
         return _pa.py_buffer(b"")
     b = <object>g.buf
-    if g.cap - n > 65536 and g.cap > 2 * n:
+    if g.cap - n > 65536 and g.cap > 4 * n:
         b.resize(n, shrink_to_fit=True)  # do not pin twice the memory the column needs
     g_release(g)
     return b.slice(0, n)

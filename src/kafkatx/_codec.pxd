@@ -7,6 +7,10 @@ cdef extern from "crc32c.h" nogil:
     uint32_t kx_crc32c(uint32_t crc, const void *buf, size_t len)
     const char *kx_crc32c_impl_name()
 
+cdef extern from "copy.h" nogil:
+    void kx_copy(unsigned char *dst, const unsigned char *src, size_t n)
+    int kx_is_ascii(const unsigned char *p, size_t n)
+
 cdef extern from "hton.h" nogil:
     int16_t kx_load_be_i16(const unsigned char *p)
     int32_t kx_load_be_i32(const unsigned char *p)
@@ -43,6 +47,9 @@ cdef enum:
     TRANSACTIONAL_FLAG_MASK = 0x10
     CONTROL_FLAG_MASK = 0x20
     DELETE_HORIZON_FLAG_MASK = 0x40
+    # the smallest v2 record: length, attributes, timestamp and offset deltas, key and value lengths and
+    # header count, one byte each
+    MIN_RECORD_SIZE = 7
     # CRC and scans release the GIL above this many bytes
     NOGIL_THRESHOLD = 16384
 

@@ -95,6 +95,22 @@ class ReadCommittedFilter:
     ) -> None: ...
     def add_aborted_transactions(self, aborted_transactions: Iterable[tuple[int, int]]) -> None: ...
     def feed(self, data: _Buffer) -> RecordList: ...
+    def feed_arrow(
+        self,
+        data: _Buffer,
+        *,
+        columns: Iterable[str] | None = None,
+        large_binary: bool = False,
+        binary_view: bool = False,
+    ) -> Any: ...
+    def feed_arrow_parts(
+        self,
+        parts: Iterable[_Buffer],
+        *,
+        columns: Iterable[str] | None = None,
+        large_binary: bool = False,
+        binary_view: bool = False,
+    ) -> Any: ...
 
 def decode_records(
     data: _Buffer,

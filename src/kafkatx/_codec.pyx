@@ -35,6 +35,7 @@ from .errors import (
     DecompressedSizeError,
     InvalidAppendError,
     InvalidRecordError,
+    KafkaTxError,
     UnsupportedCompressionError,
 )
 
@@ -502,35 +503,190 @@ cdef inline int parse_record(const uint8_t *buf, Py_ssize_t *ppos, Py_ssize_t en
     return 0
 
 
+cdef int _headers_to_columns(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t rend, Py_ssize_t base, int64_t boff,
+                             int32_t hcount, _Columns cols) except -1 nogil:
+    """Append the ``hcount`` headers at ``pos`` to the header child columns (validated as _walk_headers)."""
+    cdef int32_t i
+    cdef int32_t hklen = 0, hvlen = 0
+    cdef Py_ssize_t kpos
+    for i in range(hcount):
+        rd_varint(buf, &pos, rend, base, boff, &hklen)
+        if hklen < 0:
+            return _rec_err(E_HKEY_NEGATIVE, base + pos, boff, 0, 0)
+        if hklen > rend - pos:
+            return _rec_err(E_HKEY_PAST, base + pos, boff, 0, 0)
+        kpos = pos
+        pos += hklen
+        rd_varint(buf, &pos, rend, base, boff, &hvlen)
+        if hvlen >= 0:
+            if hvlen > rend - pos:
+                return _rec_err(E_HVALUE_PAST, base + pos, boff, 0, 0)
+        cols.add_header(buf + kpos, hklen, buf + pos, hvlen)
+        if hvlen > 0:
+            pos += hvlen
+    return 0
+
+
 cdef int decode_v2_columns(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t base, Header *h,
                            _Columns cols, int64_t fetch_offset, int64_t limit_offset) except -1 nogil:
-    """The Arrow path of decode_v2_records: runs without the GIL (taken back only for errors and headers)."""
+    """The Arrow path of decode_v2_records, without the GIL (taken back only for errors and rare growth).
+
+    Every fixed-width column is reserved for the whole batch first, so the record loop writes through
+    plain pointers; the columns that are constant over a batch (timestamp type, producer id and epoch,
+    is_transactional) are filled once after it."""
     cdef int64_t boff = h.base_offset
     cdef bint log_append = (h.attributes & TIMESTAMP_TYPE_MASK) != 0
-    cdef bint txn = (h.attributes & TRANSACTIONAL_FLAG_MASK) != 0
+    cdef int want = cols.want
+    cdef bint views = cols.views
+    cdef bint large = cols.large
+    cdef Py_ssize_t row0 = cols.n
+    cdef Py_ssize_t j = 0, r
     cdef int32_t i
     cdef int64_t offset, ts
-    cdef int32_t seq
-    cdef Py_ssize_t hp
     cdef RecView rv
+    cdef int64_t *p_off = NULL
+    cdef int64_t *p_ts = NULL
+    cdef int32_t *p_seq = NULL
+    cdef int32_t *p_hoff = NULL
+    cdef uint8_t *p_k = NULL      # next key offset slot (int32 / int64) or view
+    cdef uint8_t *p_v = NULL
+    cdef Py_ssize_t klen_total, vlen_total
+    cdef int32_t kidx = cols.cur_index
+    cdef const uint8_t *kbase = cols.cur_base
+    cdef int32_t base_seq = h.base_sequence
+    # a record takes at least MIN_RECORD_SIZE bytes, so this bounds the rows a forged count can claim
+    cols.reserve(min(<Py_ssize_t>h.records_count, (end - pos) // MIN_RECORD_SIZE), end - pos)
+    if want & COL_OFFSET:
+        p_off = <int64_t *>(cols.offset.data + cols.offset.len)
+    if want & COL_TIMESTAMP:
+        p_ts = <int64_t *>(cols.timestamp.data + cols.timestamp.len)
+    if want & COL_SEQUENCE:
+        p_seq = <int32_t *>(cols.sequence.data + cols.sequence.len)
+    if want & COL_HEADERS:
+        p_hoff = <int32_t *>(cols.h_list_offsets.data + cols.h_list_offsets.len)
+    if want & COL_KEY:
+        p_k = cols.key.offsets.data + cols.key.offsets.len
+    if want & COL_VALUE:
+        p_v = cols.value.offsets.data + cols.value.offsets.len
+    klen_total = cols.key.data.len
+    vlen_total = cols.value.data.len
     for i in range(h.records_count):
         parse_record(buf, &pos, end, base, boff, &rv)
         offset = boff + rv.off_delta
         if offset < fetch_offset or offset >= limit_offset:
             continue
-        ts = h.max_timestamp if log_append else h.base_timestamp + rv.ts_delta
-        seq = _inc_seq(h.base_sequence, rv.off_delta) if h.base_sequence >= 0 else -1
-        cols.add(offset, ts, 1 if log_append else 0, rv.key, rv.klen, rv.value, rv.vlen, h.producer_id,
-                 h.producer_epoch, seq, txn)
-        if cols.want & COL_HEADERS:
+        r = row0 + j
+        if p_off != NULL:
+            p_off[j] = offset
+        if p_ts != NULL:
+            ts = h.max_timestamp if log_append else h.base_timestamp + rv.ts_delta
+            p_ts[j] = ts
+            if ts == -1:  # Kafka's "no timestamp"; others are real instants
+                row_null(&cols.ts_valid, &cols.ts_nulls, r)
+            elif cols.ts_nulls:
+                bit_set(&cols.ts_valid, r, True)
+        if p_k != NULL:
+            if rv.klen >= 0:
+                row_valid(&cols.key.valid, cols.key.nulls, r)
+            else:
+                row_null(&cols.key.valid, &cols.key.nulls, r)
+            if views:
+                if rv.klen >= 0:
+                    _view_make(p_k, rv.key, rv.klen, kidx, kbase)
+                else:
+                    memset(p_k, 0, 16)
+                p_k += 16
+            else:
+                if rv.klen > 0:
+                    kx_copy(cols.key.data.data + klen_total, rv.key, rv.klen)
+                    klen_total += rv.klen
+                if large:
+                    memcpy(p_k, &klen_total, 8)
+                    p_k += 8
+                else:
+                    if klen_total > 2147483647:
+                        with gil:
+                            raise _BinaryOverflow()
+                    (<int32_t *>p_k)[0] = <int32_t>klen_total
+                    p_k += 4
+        if p_v != NULL:
+            if rv.vlen >= 0:
+                row_valid(&cols.value.valid, cols.value.nulls, r)
+            else:
+                row_null(&cols.value.valid, &cols.value.nulls, r)
+            if views:
+                if rv.vlen >= 0:
+                    _view_make(p_v, rv.value, rv.vlen, kidx, kbase)
+                else:
+                    memset(p_v, 0, 16)
+                p_v += 16
+            else:
+                if rv.vlen > 0:
+                    kx_copy(cols.value.data.data + vlen_total, rv.value, rv.vlen)
+                    vlen_total += rv.vlen
+                if large:
+                    memcpy(p_v, &vlen_total, 8)
+                    p_v += 8
+                else:
+                    if vlen_total > 2147483647:
+                        with gil:
+                            raise _BinaryOverflow()
+                    (<int32_t *>p_v)[0] = <int32_t>vlen_total
+                    p_v += 4
+        if p_seq != NULL:
+            p_seq[j] = _inc_seq(base_seq, rv.off_delta) if base_seq >= 0 else -1
+        if p_hoff != NULL:
             if rv.hcount:
-                hp = rv.hpos
-                with gil:
-                    _walk_headers(buf, &hp, rv.rend, base, boff, rv.hcount, None, cols)
-            cols.end_headers()
+                _headers_to_columns(buf, rv.hpos, rv.rend, base, boff, rv.hcount, cols)
+                if cols.h_n > 2147483647:
+                    with gil:
+                        raise _BinaryOverflow()
+            p_hoff[j] = <int32_t>cols.h_n
+        j += 1
     if pos != end:
         return _rec_err(E_REMAINING, base + pos, boff, 0, 0)
+    # commit the rows written through the pointers, and fill the columns constant over the batch
+    if want & COL_OFFSET:
+        cols.offset.len += 8 * j
+    if want & COL_TIMESTAMP:
+        cols.timestamp.len += 8 * j
+    if want & COL_SEQUENCE:
+        cols.sequence.len += 4 * j
+    if want & COL_HEADERS:
+        cols.h_list_offsets.len += 4 * j
+    if want & COL_KEY:
+        cols.key.offsets.len = p_k - cols.key.offsets.data
+        cols.key.data.len = klen_total
+    if want & COL_VALUE:
+        cols.value.offsets.len = p_v - cols.value.offsets.data
+        cols.value.data.len = vlen_total
+    if want & COL_TIMESTAMP_TYPE:
+        memset(cols.ts_type.data + cols.ts_type.len, 1 if log_append else 0, j)
+        cols.ts_type.len += j
+    if want & COL_PRODUCER_ID:
+        _fill64(&cols.producer_id, h.producer_id, j)
+    if want & COL_PRODUCER_EPOCH:
+        _fill16(&cols.producer_epoch, h.producer_epoch, j)
+    if want & COL_IS_TRANSACTIONAL:
+        bits_fill(&cols.is_txn, row0, j, (h.attributes & TRANSACTIONAL_FLAG_MASK) != 0)
+    cols.n = row0 + j
     return 0
+
+
+cdef inline void _fill64(Grow *g, int64_t v, Py_ssize_t n) noexcept nogil:
+    cdef int64_t *p = <int64_t *>(g.data + g.len)
+    cdef Py_ssize_t i
+    for i in range(n):
+        p[i] = v
+    g.len += 8 * n
+
+
+cdef inline void _fill16(Grow *g, int16_t v, Py_ssize_t n) noexcept nogil:
+    cdef int16_t *p = <int16_t *>(g.data + g.len)
+    cdef Py_ssize_t i
+    for i in range(n):
+        p[i] = v
+    g.len += 2 * n
 
 
 cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t base, Header *h,
@@ -552,7 +708,6 @@ cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
     cdef Record r
     cdef list hs
     if cols is not None:
-        cols.reserve(h.records_count, end - pos)
         if end - pos >= NOGIL_THRESHOLD:
             with nogil:
                 decode_v2_columns(buf, pos, end, base, h, cols, fetch_offset, limit_offset)
@@ -929,7 +1084,8 @@ cdef class ReadCommittedFilter:
     cdef set _seen
     cdef set _aborted_pids
     cdef public object last_stable_offset
-    cdef public object next_offset
+    cdef int64_t _next          # the next offset to fetch (valid when _has_next)
+    cdef bint _has_next
     cdef bint _verify
     cdef Py_ssize_t _max
     cdef bytes _pending
@@ -955,10 +1111,26 @@ cdef class ReadCommittedFilter:
             return  # under read_uncommitted the list is ignored, as Kafka's consumer does
         for entry in aborted_transactions:
             pid, first = int(entry[0]), int(entry[1])
+            if not (-(1 << 63) <= pid < (1 << 63) and -(1 << 63) <= first < (1 << 63)):
+                raise ValueError(f"aborted transaction {(pid, first)!r}: producer id and first offset are int64")
             if (pid, first) in self._seen:
                 continue
             self._seen.add((pid, first))
             heapq.heappush(self._heap, (first, pid))
+
+    @property
+    def next_offset(self):
+        """The next offset to fetch: past the last batch decoded (or skipped), None before any."""
+        return self._next if self._has_next else None
+
+    @next_offset.setter
+    def next_offset(self, value):
+        if value is None:
+            self._has_next = False
+            self._next = 0
+        else:
+            self._next = value
+            self._has_next = True
 
     @property
     def pending_bytes(self):
@@ -993,37 +1165,115 @@ cdef class ReadCommittedFilter:
         (and into the decompressed payloads of compressed batches): nothing is copied, and the arrays
         keep ``data`` alive.
         """
+        return self.feed_arrow_parts((data,), columns=columns, large_binary=large_binary, binary_view=binary_view)
+
+    def feed_arrow_parts(self, parts, *, columns=None, bint large_binary=False, bint binary_view=False):
+        """:meth:`feed_arrow` over each of ``parts`` in turn (consecutive pieces of one partition's log,
+        such as the segments of a read), with all their visible records in one ``pyarrow.RecordBatch``:
+        the columns are sized once for all the parts, and nothing is concatenated afterwards.
+
+        ``valid_bytes`` is the sum over the parts; an error names the failing part in its ``part``
+        attribute (its position is within that part).
+        """
         cdef _Buffer buf
-        cdef Py_ssize_t consumed = 0
+        cdef Py_ssize_t consumed = 0, valid = 0
+        cdef Py_ssize_t rows = 0, payload = 0
         cdef _Columns cols
+        cdef list bufs
+        cdef Py_ssize_t k
         _arrow()
         if large_binary and binary_view:
             raise ValueError("large_binary and binary_view exclude each other")
         cols = _Columns(_want_bits(columns), large_binary, binary_view)
-        if self._pending:
-            data = self._pending + bytes(data)
-        buf = _Buffer(data)
-        cols.src = buf
-        try:
+        bufs = [_Buffer(p) for p in parts]
+        for buf in bufs:
+            _presize_count(buf.ptr, buf.size, &rows, &payload)
+        if rows:
+            cols.presize(rows, payload)
+        for k in range(len(bufs)):
+            buf = bufs[k]
+            bufs[k] = None
+            if self._pending:
+                buf = _Buffer(self._pending + PyBytes_FromStringAndSize(<const char *>buf.ptr, buf.size))
+            cols.src = buf
+            cols.src_index = -1
+            consumed = 0
             try:
-                self._run(buf, None, cols, &consumed)
-            except _BinaryOverflow:
-                raise DecompressedSizeError("decoded keys or values pass 2 GiB, the limit of 32-bit Arrow offsets: "
-                                            "decode smaller pieces or pass large_binary=True") from None
-        finally:
-            self._pending = PyBytes_FromStringAndSize(<const char *>buf.ptr + consumed, buf.size - consumed) \
-                if consumed < buf.size else b""
-        return _finish(cols, {"next_offset": self.next_offset, "valid_bytes": consumed,
-                              "trailing_bytes": buf.size - consumed})
+                try:
+                    self._run(buf, None, cols, &consumed)
+                except _BinaryOverflow:
+                    raise DecompressedSizeError("decoded keys or values pass 2 GiB, the limit of 32-bit Arrow "
+                                                "offsets: decode smaller pieces or pass large_binary=True") from None
+                except KafkaTxError as exc:
+                    exc.part = k
+                    raise
+            finally:
+                self._pending = PyBytes_FromStringAndSize(<const char *>buf.ptr + consumed, buf.size - consumed) \
+                    if consumed < buf.size else b""
+            valid += consumed
+        return _finish(cols, {"next_offset": self.next_offset, "valid_bytes": valid,
+                              "trailing_bytes": len(self._pending)})
 
-    cdef inline void _advance(self, int64_t offset):
-        if self.next_offset is None or offset > self.next_offset:
-            self.next_offset = offset
+    cdef inline void _advance(self, int64_t offset) noexcept nogil:
+        if not self._has_next or offset > self._next:
+            self._next = offset
+            self._has_next = True
 
-    cdef inline int64_t _floor(self):
+    cdef inline int64_t _floor(self) noexcept nogil:
         """Records below the next offset to fetch are skipped (a fetch that starts inside a batch, or a
         batch fed again), as Kafka's consumer does."""
-        return INT64_MIN if self.next_offset is None else <int64_t>self.next_offset
+        return self._next if self._has_next else INT64_MIN
+
+    cdef int _run_columns(self, const uint8_t *buf, Py_ssize_t *ppos, Py_ssize_t end, _Columns cols,
+                          int64_t limit, int64_t heap_first, bint aborted_open,
+                          Py_ssize_t *consumed) except -1 nogil:
+        """The common case of :meth:`_run` for Arrow output, with no GIL: complete, uncompressed v2 batches
+        that need no aborted-transaction bookkeeping.  Stops and returns 2 at the first entry that needs
+        the full path (legacy, compressed, a control batch or an aborted transaction under read_committed,
+        anything malformed: the full path raises the error), 1 at the last stable offset, 0 at the end of
+        the complete batches.  ``heap_first``: the lowest first offset of the aborted transactions not yet
+        reached; ``aborted_open``: some aborted transaction is open."""
+        cdef Py_ssize_t pos = ppos[0]
+        cdef Py_ssize_t left, size
+        cdef int32_t length
+        cdef int64_t last
+        cdef Header h
+        while True:
+            left = end - pos
+            if left < RECORD_BATCH_OVERHEAD:
+                return 2  # the end, a truncated tail or something small: the full path decides
+            length = kx_load_be_i32(buf + pos + LENGTH_OFFSET)
+            if buf[pos + MAGIC_OFFSET] != 2 or length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+                return 2
+            if left < <Py_ssize_t>length + LOG_OVERHEAD:
+                return 0  # a truncated final batch: kept pending
+            size = <Py_ssize_t>length + LOG_OVERHEAD
+            read_header(buf + pos, &h)
+            if (h.attributes & COMPRESSION_CODEC_MASK) or h.records_count < 0:
+                return 2
+            last = h.base_offset + h.last_offset_delta
+            if self._committed and h.producer_id >= 0 and (
+                    (h.attributes & CONTROL_FLAG_MASK) or last >= heap_first
+                    or (aborted_open and (h.attributes & TRANSACTIONAL_FLAG_MASK))):
+                return 2
+            if self._verify and kx_crc32c(0, buf + pos + ATTRIBUTES_OFFSET,
+                                          <size_t>(size - ATTRIBUTES_OFFSET)) != h.crc:
+                return 2  # the full path raises CrcMismatchError
+            if h.base_offset >= limit:
+                return 1
+            if not (h.attributes & CONTROL_FLAG_MASK) and h.records_count:
+                if cols.views:
+                    if cols.src_index < 0 or pos + size - cols.src_start > 2147483647:
+                        return 2  # a new window of the caller's buffer (taken with the GIL)
+                    cols.cur_index = cols.src_index
+                    cols.cur_base = cols.src_base
+                decode_v2_columns(buf, pos + RECORD_BATCH_OVERHEAD, pos + size, 0, &h, cols, self._floor(), limit)
+            self._advance(min(last + 1, limit))
+            if last >= limit:
+                return 1  # straddles the last stable offset: keep it pending
+            pos += size
+            ppos[0] = pos
+            consumed[0] = pos
 
     cdef int _run(self, _Buffer b, object out, _Columns cols, Py_ssize_t *consumed) except -1:
         """Decode the complete batches of ``b``; a batch holding the last stable offset stays pending (its
@@ -1037,9 +1287,24 @@ cdef class ReadCommittedFilter:
         cdef int64_t last
         cdef RecordBatch legacy
         cdef int ctype
+        cdef int64_t heap_first
+        cdef bint aborted_open
+        cdef int rc
         if self._committed and self.last_stable_offset is not None:
             limit = self.last_stable_offset
-        while not next_entry(buf, pos, end, &size):
+        while True:
+            if cols is not None:
+                heap_first = (<tuple>self._heap[0])[0] if self._heap else INT64_MAX
+                aborted_open = len(self._aborted_pids) > 0
+                if end - pos >= NOGIL_THRESHOLD:
+                    with nogil:
+                        rc = self._run_columns(buf, &pos, end, cols, limit, heap_first, aborted_open, consumed)
+                else:
+                    rc = self._run_columns(buf, &pos, end, cols, limit, heap_first, aborted_open, consumed)
+                if rc != 2:
+                    break
+            if next_entry(buf, pos, end, &size):
+                break
             if <int8_t>buf[pos + MAGIC_OFFSET] < 2:
                 legacy = _make_batch(b, pos, size, self._max, self._verify)
                 if self._verify:
@@ -1084,6 +1349,33 @@ cdef class ReadCommittedFilter:
             pos += size
             consumed[0] = pos
         return 0
+
+
+cdef enum:
+    PRESIZE_RATIO = 4
+
+
+cdef void _presize_count(const uint8_t *buf, Py_ssize_t end, Py_ssize_t *rows, Py_ssize_t *payload) noexcept:
+    """Add up what the columns need for the v2 batches in ``buf``: rows from the batch headers, bounded by
+    the bytes (so a forged count reserves nothing); the bytes also bound the keys and values."""
+    cdef Py_ssize_t pos = 0, size
+    cdef int32_t length, count
+    cdef int16_t attributes
+    cdef Py_ssize_t inflated
+    while end - pos >= RECORD_BATCH_OVERHEAD:
+        length = kx_load_be_i32(buf + pos + LENGTH_OFFSET)
+        if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or end - pos < <Py_ssize_t>length + LOG_OVERHEAD:
+            break
+        size = <Py_ssize_t>length + LOG_OVERHEAD
+        if buf[pos + MAGIC_OFFSET] == 2:
+            count = kx_load_be_i32(buf + pos + RECORDS_COUNT_OFFSET)
+            attributes = kx_load_be_i16(buf + pos + ATTRIBUTES_OFFSET)
+            if count > 0 and not (attributes & CONTROL_FLAG_MASK):
+                # a compressed payload is guessed at PRESIZE_RATIO times its size (more grows the buffers)
+                inflated = (size - RECORD_BATCH_OVERHEAD) * (PRESIZE_RATIO if attributes & COMPRESSION_CODEC_MASK else 1)
+                rows[0] += min(<Py_ssize_t>count, inflated // MIN_RECORD_SIZE)
+                payload[0] += inflated
+        pos += size
 
 
 def decode_records(data, *, isolation="read_uncommitted", aborted_transactions=None, last_stable_offset=None,

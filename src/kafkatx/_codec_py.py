@@ -42,6 +42,7 @@ from .errors import (
     DecompressedSizeError,
     InvalidAppendError,
     InvalidRecordError,
+    KafkaTxError,
     UnsupportedCompressionError,
 )
 
@@ -618,6 +619,8 @@ class ReadCommittedFilter:
             return  # under read_uncommitted the list is ignored, as Kafka's consumer does
         for entry in aborted_transactions:
             pid, first = int(entry[0]), int(entry[1])
+            if not (-(1 << 63) <= pid < (1 << 63) and -(1 << 63) <= first < (1 << 63)):
+                raise ValueError(f"aborted transaction {(pid, first)!r}: producer id and first offset are int64")
             if (pid, first) in self._seen:
                 continue
             self._seen.add((pid, first))
@@ -642,6 +645,28 @@ class ReadCommittedFilter:
         pairs = []
         res = self._feed(data, pairs)
         return _to_arrow(pairs, schema, large_binary, res)
+
+    def feed_arrow_parts(self, parts, *, columns=None, large_binary: bool = False, binary_view: bool = False):
+        """:meth:`feed_arrow` over each of ``parts`` in turn, all visible records in one RecordBatch.
+
+        ``valid_bytes`` is the sum over the parts; an error names the failing part in its ``part``
+        attribute (its position is within that part)."""
+        schema = arrow_schema(columns, large_binary, binary_view)
+        pairs = []
+        valid = 0
+        res = None
+        for k, data in enumerate(parts):
+            try:
+                res = self._feed(data, pairs)
+            except KafkaTxError as exc:
+                exc.part = k
+                raise
+            valid += res.valid_bytes
+        total = RecordList()
+        total.valid_bytes = valid
+        total.trailing_bytes = res.trailing_bytes if res is not None else len(self._pending)
+        total.next_offset = self.next_offset
+        return _to_arrow(pairs, schema, large_binary, total)
 
     def _feed(self, data, pairs):
         if self._pending:

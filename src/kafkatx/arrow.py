@@ -28,7 +28,9 @@ pyarrow (and pandas, numpy) are imported only when a function needs them, so ``i
 
 from __future__ import annotations
 
+import os
 import struct
+import threading
 from typing import Any, Callable, Iterable, Iterator
 
 from ._backend import codec as _codec
@@ -342,22 +344,42 @@ def decode_column(
 
 
 # ----------------------------------------------------------------------------------------- threads
+_POOLS: dict = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(max_workers: int):
+    """A long-lived thread pool per size, shared by every call.
+
+    Reusing the threads matters beyond their start-up cost: each thread allocates from its own heap of
+    the memory allocator, so fresh threads page-fault their output buffers in on every call, while
+    long-lived ones reuse memory they already mapped."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _POOLS_LOCK:
+        pool = _POOLS.get(max_workers)
+        if pool is None:
+            pool = _POOLS[max_workers] = ThreadPoolExecutor(max_workers=max_workers,
+                                                            thread_name_prefix="kafkatx-decode")
+        return pool
+
+
 def decode_arrow_parallel(chunks: Iterable, *, max_workers: int | None = None, **decode_kwargs) -> list:
     """:func:`decode_arrow` of each buffer of ``chunks`` on a thread pool; results in input order.
 
     Each chunk is decoded on its own (its own read_committed state), so give self-contained pieces:
     one per partition, or whole batches of a partition under ``read_uncommitted``.  The compiled
-    decoder releases the GIL for its bulk work, so threads decode in parallel.
+    decoder releases the GIL for its bulk work, so threads decode in parallel.  ``max_workers``
+    defaults to the number of CPUs; the threads live on between calls (one pool per size).
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     chunks = list(chunks)
     if max_workers is not None and max_workers < 1:
         raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+    if max_workers is None:
+        max_workers = os.cpu_count() or 1
     if len(chunks) <= 1 or max_workers == 1:
         return [decode_arrow(c, **decode_kwargs) for c in chunks]
-    with ThreadPoolExecutor(max_workers=max_workers) as pool:
-        return list(pool.map(lambda c: decode_arrow(c, **decode_kwargs), chunks))
+    return list(_pool(max_workers).map(lambda c: decode_arrow(c, **decode_kwargs), chunks))
 
 
 # ------------------------------------------------------------------------------------------- Spark

@@ -239,13 +239,6 @@ class _Scan:
         return self.position[row] + self.size[row]
 
 
-def _has_legacy(sc, lo, hi) -> bool:
-    np = _np()
-    if np is not None:
-        return bool((np.frombuffer(sc.magic, dtype=np.int8)[lo:hi] < 2).any())
-    return any(sc.magic[i] < 2 for i in range(lo, hi))  # pragma: no cover
-
-
 def _shifted(arr, shift):
     from array import array
 
@@ -278,6 +271,7 @@ class Segment:
         self._time_index = None
         self._txn_entries = None
         self._scan = None
+        self._headers = None
 
     def __repr__(self):
         return f"Segment(base_offset={self.base_offset}, size={self.size}, path={self.log_path!r})"
@@ -336,11 +330,22 @@ class Segment:
             self._scan = self._scan_from(0)
         return self._scan
 
-    def _scan_from(self, position: int) -> _Scan:
+    def headers(self) -> _Scan:
+        """Batch headers of the whole segment (cached), offsets checked but CRCs not (the :meth:`scan`
+        if one was made).  For the transaction replay and the read path: they check the CRC of every
+        batch whose contents they use (control batches in the replay, every batch read when its
+        records are decoded), so the segment's bytes are read from memory once, not twice."""
+        if self._scan is not None:
+            return self._scan
+        if self._headers is None:
+            self._headers = self._scan_from(0, verify_crc=False)
+        return self._headers
+
+    def _scan_from(self, position: int, verify_crc: bool | None = None) -> _Scan:
         data = self.mmap
         view = memoryview(data)[position:] if position else data
         try:
-            cols = self._codec.scan_batches(view, verify_crc=self.verify_crc)
+            cols = self._codec.scan_batches(view, verify_crc=self.verify_crc if verify_crc is None else verify_crc)
         except KafkaTxError as exc:
             raise _relocate(exc, self.log_path, position) from exc
         finally:
@@ -430,6 +435,7 @@ class Segment:
         m = self._mmap
         self._mmap = None
         self._scan = None
+        self._headers = None
         if isinstance(m, _mmap.mmap):
             try:
                 m.close()
@@ -451,10 +457,11 @@ def _replay(segments, codec, high_watermark: int) -> _TxnScan:
     """Replay transactional batch headers of every segment, in order."""
     np = _np()
     open_: dict[int, int] = {}
+    opened_at: dict[int, tuple] = {}  # producer id -> (segment, position, size) of its open transaction's start
     unreplicated_first = None
     per_segment = []
     for seg in segments:
-        sc = seg.scan()
+        sc = seg.headers()
         out = []
         n = len(sc)
         if n:
@@ -476,12 +483,16 @@ def _replay(segments, codec, high_watermark: int) -> _TxnScan:
                 if not attr_col[i] & _CONTROL:
                     if pid not in open_:
                         open_[pid] = b
+                        opened_at[pid] = (seg, sc.position[i], sc.size[i])
                     continue
                 first = open_.get(pid)
                 if first is None:
                     continue  # a marker without data on this partition: no CompletedTxn
                 try:
-                    batch = codec.RecordBatch(seg.mmap, position=sc.position[i], size=sc.size[i], verify_crc=False)
+                    batch = codec.RecordBatch(seg.mmap, position=sc.position[i], size=sc.size[i],
+                                              verify_crc=seg.verify_crc)
+                    if seg.verify_crc:
+                        batch.validate_crc()  # a marker decides what is aborted: never trust a damaged one
                     ctype = batch.first_control_type()
                 except KafkaTxError as exc:
                     raise _relocate(exc, seg.log_path, 0) from exc
@@ -494,6 +505,15 @@ def _replay(segments, codec, high_watermark: int) -> _TxnScan:
                     lso = min(open_.values()) if open_ else b + 1
                     out.append(AbortedTxn(pid, first, b, lso))
         per_segment.append(out)
+    # The headers were not CRC-checked (Segment.headers): a damaged one could fake a transaction that never
+    # ends and silently pull the LSO down to it, so the batches that open the transactions still open are.
+    for pid in open_:
+        seg, position, size = opened_at[pid]
+        if seg.verify_crc:
+            try:
+                codec.RecordBatch(seg.mmap, position=position, size=size, verify_crc=True).validate_crc()
+            except KafkaTxError as exc:
+                raise _relocate(exc, seg.log_path, 0) from exc
     candidates = list(open_.values())
     if unreplicated_first is not None:
         candidates.append(unreplicated_first)
@@ -528,6 +548,8 @@ class LogRead:
         self.high_watermark = partition.high_watermark
         self._chunk = chunk_bytes
         self._large = large_binary
+        self._queue: list = []  # arrow reads: (segment, start, end) byte ranges waiting to be decoded
+        self._queued = 0
         self._gen = self._run()
 
     def __iter__(self):
@@ -560,10 +582,11 @@ class LogRead:
         # read_committed with an explicit bound: the filter's LSO is our upper bound.  Under
         # read_uncommitted the same filter runs without aborted transactions (nothing is hidden
         # but control records), so it can still enforce the bound.
-        # Every batch fed comes from a segment scan that already checked the CRC of each v2 batch
-        # (Segment.scan); legacy entries, which the scan does not check, are checked in _emit.
+        # The headers come from Segment.headers (no CRC check); the filter checks the CRC of every batch
+        # before it decodes it, in offset order, so nothing is returned from a damaged batch.
         filt = codec.ReadCommittedFilter(
-            pairs, isolation="read_committed", last_stable_offset=upper, fetch_offset=start, verify_crc=False
+            pairs, isolation="read_committed", last_stable_offset=upper, fetch_offset=start,
+            verify_crc=p.verify_crc,
         )
         np = _np()
         first = True
@@ -574,7 +597,7 @@ class LogRead:
             else:
                 pos0 = seg.seek(start, self.warnings) if first and start > seg.base_offset else 0
                 # seeking: headers from the indexed position on only
-                sc = seg._scan_from(pos0) if pos0 else seg.scan()
+                sc = seg._scan_from(pos0, verify_crc=False) if pos0 else seg.headers()
             first = False
             if sc.trailing_bytes:
                 tail = TruncatedTail(seg.log_path, sc.valid_bytes, sc.trailing_bytes)
@@ -595,9 +618,14 @@ class LogRead:
                 while hi < n and sc.base_offset[hi] < upper:
                     hi += 1
             if lo < hi:
-                yield from self._emit(seg, sc, lo, hi, filt)
+                if self.format == "arrow":
+                    yield from self._gather(seg, sc, lo, hi, filt)
+                else:
+                    yield from self._emit(seg, sc, lo, hi, filt)
             if hi < n:
                 break  # the upper bound lies in this segment
+        if self.format == "arrow":
+            yield from self._flush(filt)
         if self.format != "batches":
             if filt.next_offset is not None and filt.next_offset > self.next_offset:
                 self.next_offset = filt.next_offset
@@ -615,20 +643,40 @@ class LogRead:
             yield i, j
             i = j
 
-    def _check_legacy_crcs(self, seg, sc, a, b):
-        codec = self.partition.codec
-        for i in range(a, b):
-            if sc.magic[i] < 2:
-                try:
-                    codec.RecordBatch(seg.mmap, position=sc.position[i], size=sc.size[i]).validate_crc()
-                except KafkaTxError as exc:
-                    raise _relocate(exc, seg.log_path, 0) from exc
+    def _gather(self, seg, sc, lo, hi, filt):
+        """Arrow reads: queue the byte ranges of rows [lo, hi) of ``seg``; decode (and yield) once
+        ``chunk_bytes`` of log bytes are queued, possibly from several segments, as one RecordBatch."""
+        limit = self._chunk
+        for a, b in self._chunks(sc, lo, hi):
+            start_pos, end_pos = sc.position[a], sc.end_of(b - 1)
+            self._queue.append((seg, start_pos, end_pos))
+            self._queued += end_pos - start_pos
+            if limit is not None and self._queued >= limit:
+                yield from self._flush(filt)
+
+    def _flush(self, filt):
+        queue, self._queue, self._queued = self._queue, [], 0
+        if not queue:
+            return
+        views = [memoryview(seg.mmap)[a:b] for seg, a, b in queue]
+        try:
+            out = filt.feed_arrow_parts(views, columns=self.columns, large_binary=self._large)
+        except KafkaTxError as exc:
+            seg, a, _b = queue[getattr(exc, "part", 0)]
+            raise _relocate(exc, seg.log_path, a) from exc
+        finally:
+            for v in views:
+                v.release()
+        if filt.next_offset is not None and filt.next_offset > self.next_offset:
+            self.next_offset = filt.next_offset
+        if out.num_rows:
+            yield out
 
     def _emit(self, seg, sc, lo, hi, filt):
+        """Records (or raw batches) of rows [lo, hi) of ``seg``."""
         path = seg.log_path
         data = seg.mmap
-        fmt = self.format
-        if fmt == "batches":
+        if self.format == "batches":
             codec = self.partition.codec
             verify = self.partition.verify_crc
             for i in range(lo, hi):
@@ -642,29 +690,19 @@ class LogRead:
                 self.next_offset = max(self.next_offset, min(batch.last_offset + 1, self.upper_bound))
                 yield batch
             return
-        verify_legacy = self.partition.verify_crc and _has_legacy(sc, lo, hi)
         for a, b in self._chunks(sc, lo, hi):
             start_pos = sc.position[a]
             end_pos = sc.end_of(b - 1)
-            if verify_legacy:
-                self._check_legacy_crcs(seg, sc, a, b)
             view = memoryview(data)[start_pos:end_pos]
             try:
-                if fmt == "arrow":
-                    out = filt.feed_arrow(view, columns=self.columns, large_binary=self._large)
-                else:
-                    out = filt.feed(view)
+                out = filt.feed(view)
             except KafkaTxError as exc:
                 raise _relocate(exc, path, start_pos) from exc
             finally:
                 view.release()
             if filt.next_offset is not None and filt.next_offset > self.next_offset:
                 self.next_offset = filt.next_offset
-            if fmt == "arrow":
-                if out.num_rows:
-                    yield out
-            else:
-                yield from out
+            yield from out
 
 
 # ------------------------------------------------------------------------------------------ partition
@@ -725,7 +763,7 @@ class Partition:
         if not self.segments:
             return self._lso_checkpoint or 0
         last = self.segments[-1]
-        sc = last.scan()
+        sc = last.headers()
         # an empty active segment (just rolled, or cut before its first batch): the log end is its base
         return sc.last_offset[len(sc) - 1] + 1 if len(sc) else last.base_offset
 
@@ -836,7 +874,7 @@ class Partition:
         records); ``"batches"`` yields the raw :class:`kafkatx.RecordBatch` objects the broker would
         return for the fetch (data, control and aborted batches alike, up to the same upper bound; filter
         them with ``read.aborted_transactions``); ``"arrow"`` yields ``pyarrow.RecordBatch`` objects (one
-        per chunk of at most ``chunk_bytes`` log bytes, never more than one segment, empty ones skipped)
+        per ``chunk_bytes`` of log bytes, whole batches, spanning segments; empty ones skipped)
         with ``columns`` as in :func:`kafkatx.decode_arrow`.
 
         Under ``read_committed`` nothing at or beyond the last stable offset is returned and aborted
@@ -870,11 +908,15 @@ class Partition:
         return LogRead(self, start, max(upper, start), isolation, format, columns, aborted, chunk_bytes, large_binary)
 
     def read_table(self, start_offset: int | None = None, end_offset: int | None = None, **kwargs):
-        """:meth:`read` with ``format="arrow"`` gathered into one ``pyarrow.Table``."""
+        """:meth:`read` with ``format="arrow"`` gathered into one ``pyarrow.Table``.
+
+        Unless ``chunk_bytes`` is given, the whole read is decoded in one piece (its columns sized
+        once), since the table holds all of it anyway."""
         import pyarrow as pa
 
         from .._common import arrow_schema
 
+        kwargs.setdefault("chunk_bytes", None)
         r = self.read(start_offset, end_offset, format="arrow", **kwargs)
         batches = [b.replace_schema_metadata(None) for b in r]
         schema = arrow_schema(kwargs.get("columns"), kwargs.get("large_binary", False))

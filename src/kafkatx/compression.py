@@ -392,9 +392,18 @@ def _zstd_frames(mv):
                 raise DecompressionError(f"truncated zstd frame checksum at payload byte {pos}")
             pos += 4
         if content_size is not None:
-            bound = min(bound, content_size)
+            if content_size > bound:
+                raise DecompressionError(
+                    f"invalid zstd frame at payload byte {start}: it declares {content_size} bytes of content, "
+                    f"its blocks hold at most {bound}"
+                )
+            bound = content_size
         yield start, pos, bound
 
+
+# Frames whose output bound (from the block walk) is at most this are inflated in one call into a buffer of
+# that size; larger bounds stream, so a small frame of many tiny blocks cannot make us reserve its bound.
+ZSTD_ONE_SHOT_MAX = 8 << 20
 
 _local = threading.local()
 
@@ -416,7 +425,10 @@ def _unzstd(data, max_size: int) -> bytes:
     for start, stop, bound in list(_zstd_frames(mv)):
         frame = mv[start:stop]
         try:
-            if total + bound <= max_size:
+            if total + bound <= max_size and 0 < bound <= ZSTD_ONE_SHOT_MAX:
+                # one call into a buffer of the walk's bound: about twice as fast as a streaming object
+                chunk = dctx.decompress(frame, max_output_size=bound)
+            elif total + bound <= max_size:
                 d = dctx.decompressobj()
                 chunk = d.decompress(frame)
                 if not d.eof:

@@ -203,6 +203,15 @@ cdef inline int rd_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, P
     cdef uint32_t value = 0
     cdef uint32_t b
     cdef int shift = 0
+    if p + 1 < end and buf[p + 1] < 0x80:  # the common 1- and 2-byte forms without a loop
+        if buf[p] < 0x80:
+            value = buf[p]
+            pos[0] = p + 1
+        else:
+            value = (buf[p] & 0x7Fu) | (<uint32_t>buf[p + 1] << 7)
+            pos[0] = p + 2
+        out[0] = <int32_t>((value >> 1) ^ (0u - (value & 1)))
+        return 0
     if p < end and buf[p] < 0x80:
         value = buf[p]
         pos[0] = p + 1
@@ -232,6 +241,15 @@ cdef inline int rd_varlong(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, 
     cdef uint64_t value = 0
     cdef uint64_t b
     cdef int shift = 0
+    if p + 1 < end and buf[p + 1] < 0x80:  # the common 1- and 2-byte forms without a loop
+        if buf[p] < 0x80:
+            value = buf[p]
+            pos[0] = p + 1
+        else:
+            value = (buf[p] & 0x7Fu) | (<uint64_t>buf[p + 1] << 7)
+            pos[0] = p + 2
+        out[0] = <int64_t>((value >> 1) ^ (<uint64_t>0 - (value & 1)))
+        return 0
     if p < end and buf[p] < 0x80:
         value = buf[p]
         pos[0] = p + 1

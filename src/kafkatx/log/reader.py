@@ -67,6 +67,11 @@ Damaged files
 * A corrupt batch (CRC, magic, record framing, decompression) or offsets that do not increase raise
   the codec's error type, re-pointed at the segment: the message names the ``.log`` file and the byte
   position in it, ``error.file`` holds the path and ``error.position`` the position in the file.
+  CRCs are checked where bytes are used, so each segment is read from memory once: every batch a read
+  decodes (before any of its records is returned, in offset order), every control batch the LSO replay
+  looks at, and the batch opening each transaction still open at the log end (a damaged header could
+  otherwise fake a never-ending transaction and silently hold the LSO back).  Headers of batches nothing
+  reads are not CRC-checked; ``kafkatx verify`` and :meth:`Segment.scan` check every batch.
 * An offset index entry that does not point at a batch holding its offset (stale entries after a crash,
   a damaged file) is not trusted: the read scans from the segment start instead and says so in
   ``LogRead.warnings``.

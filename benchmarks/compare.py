@@ -38,6 +38,10 @@ import tempfile
 import time
 from typing import Callable
 
+# numpy's OpenBLAS starts one spinning worker per CPU when imported (pyarrow imports numpy); on a 2-CPU
+# machine they take CPU time from the code under test, and none of it uses BLAS.  Same for every library.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import _data
 
 LIBS = ("kafkatx", "aiokafka", "kafka-python", "reference")

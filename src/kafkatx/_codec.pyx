@@ -1220,8 +1220,10 @@ cdef class ReadCommittedFilter:
                 try:
                     self._run(buf, None, cols, &consumed)
                 except _BinaryOverflow:
-                    raise DecompressedSizeError("decoded keys or values pass 2 GiB, the limit of 32-bit Arrow "
-                                                "offsets: decode smaller pieces or pass large_binary=True") from None
+                    err = DecompressedSizeError("decoded keys or values pass 2 GiB, the limit of 32-bit Arrow "
+                                                "offsets: decode smaller pieces or pass large_binary=True")
+                    err.part = k
+                    raise err from None
                 except KafkaTxError as exc:
                     exc.part = k
                     raise

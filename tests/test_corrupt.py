@@ -109,6 +109,43 @@ def snapshot_records(codec, data, verify=True):
     return ("ok", [_spec.rec_tuple(r) for r in out], out.next_offset, out.valid_bytes, out.trailing_bytes)
 
 
+def snapshot_arrow(codec, data, verify=True):
+    """decode_arrow's outcome in snapshot_records' shape (header keys as Arrow repairs them)."""
+    import pyarrow as pa
+
+    try:
+        rb = codec.decode_arrow(data, verify_crc=verify)
+    except KafkaTxError as exc:
+        return ("err", exc)
+    rb.validate(full=True)
+    col = rb.column
+    ts = [-1 if t is None else t for t in col("timestamp").cast(pa.int64()).to_pylist()]
+    headers = [tuple((h["key"], h["value"]) for h in hs) for hs in col("headers").to_pylist()]
+    rows = list(zip(col("offset").to_pylist(), ts, col("key").to_pylist(), col("value").to_pylist(), headers,
+                    col("sequence").to_pylist()))  # fmt: skip
+    meta = rb.schema.metadata
+    nxt = meta[b"next_offset"].decode()
+    return ("ok", rows, None if nxt == "None" else int(nxt), int(meta[b"valid_bytes"]), int(meta[b"trailing_bytes"]))
+
+
+def _arrow_key(k):
+    return k.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def check_arrow_agrees(codec, data, verify, where):
+    """decode_arrow (the GIL-free column path) reaches decode_records' verdict: the same rows and
+    metadata, or the same error class at the same position."""
+    recs = snapshot_records(codec, data, verify)
+    arrow = snapshot_arrow(codec, data, verify)
+    assert recs[0] == arrow[0], f"{where}: decode_records {recs[0]} ({recs[1]!r}), decode_arrow {arrow[0]}"
+    if recs[0] == "err":
+        assert type(arrow[1]) is type(recs[1]), f"{where}: {arrow[1]!r} vs {recs[1]!r}"
+        assert arrow[1].position == recs[1].position, f"{where}: {arrow[1]!r} vs {recs[1]!r}"
+        return
+    want = [(o, t, k, v, tuple((_arrow_key(hk), hv) for hk, hv in h), seq) for o, t, k, v, h, seq in recs[1]]
+    assert arrow[1:] == (want, *recs[2:]), where
+
+
 def _mutated(data, pos, bit):
     b = bytearray(data)
     b[pos] ^= 1 << bit
@@ -162,6 +199,7 @@ def test_every_truncation(codec, segment):
         recs = snapshot_records(codec, prefix)
         if recs[0] == "err":
             pytest.fail(f"{name}: decode_records truncated at {cut} raised {recs[1]!r}")
+        check_arrow_agrees(codec, prefix, True, f"{name}: truncation at {cut}")
         want = consumer_view(complete)
         assert recs[1] == want, f"{name}: truncation at {cut}"
         assert recs[2] == (max(b[3] for b in complete) + 1 if complete else None)
@@ -187,6 +225,7 @@ def _flip_sweep(codec, name, data, bits):
                     check_error(got[1], bad, where)
                 elif verify:
                     assert pos not in covered, f"{where}: decode_records accepted a checksummed flip"
+                check_arrow_agrees(codec, bad, verify, where)
 
 
 @pytest.mark.slow

@@ -361,6 +361,37 @@ def test_varint_fifth_byte_msb(codec):
     _expect(codec, data, InvalidRecordError, batch_pos=len(PREFIX), base_offset=100)
 
 
+@pytest.mark.parametrize("flaw", ["record_length", "offset_varint", "header_key"])
+def test_bulk_input_errors_raise_from_the_gil_free_loop(codec, flaw):
+    """Past NOGIL_THRESHOLD the column decoder runs its batch loop without the GIL; an error deep in it
+    (a bad record after megabytes of good ones, CRC intact) still raises the codec's error, at the same
+    position as decode_records, and leaves nothing behind."""
+    good = b"".join(
+        _spec.v2_batch(b"".join(_spec.raw_record(off_delta=j, value=b"v" * 200) for j in range(50)), count=50,
+                       base_offset=50 * i, last_offset_delta=49)
+        for i in range(40)
+    )  # fmt: skip
+    assert len(good) > 16384 * 4
+    if flaw == "record_length":
+        bad = _spec.zigzag(2**20) + b"\x00" * 8
+    elif flaw == "offset_varint":
+        body = b"\x00\x00\x80\x80\x80\x80\x80\x00\x01\x01\x00"
+        bad = _spec.zigzag(len(body)) + body
+    else:  # header key longer than the record
+        body = b"\x00\x00\x00\x01\x01\x02" + _spec.zigzag(100) + b"k"
+        bad = _spec.zigzag(len(body)) + body
+    data = good + _spec.v2_batch(bad, count=1, base_offset=2000)
+    with pytest.raises(InvalidRecordError) as want:
+        codec.decode_records(data)
+    with pytest.raises(InvalidRecordError) as got:
+        codec.decode_arrow(data)
+    assert got.value.position == want.value.position >= len(good)
+    assert got.value.base_offset == 2000
+    f = codec.ReadCommittedFilter(isolation="read_uncommitted")
+    with pytest.raises(InvalidRecordError):
+        f.feed_arrow(data, binary_view=True)
+
+
 def test_varint_five_bytes_ok(codec):
     """A maximal but legal 5-byte varint (offset delta INT_MAX) decodes."""
     rec = _spec.raw_record(off_delta=2**31 - 1, value=b"max")

@@ -3,6 +3,7 @@
 Switches: KAFKATX_DEBUG=1 (line tracing, -O0 -g, annotated HTML), KAFKATX_SANITIZE=1 (ASan + UBSan).
 """
 
+import glob
 import os
 import sys
 
@@ -30,6 +31,7 @@ extensions = [
         "kafkatx._codec",
         sources=["src/kafkatx/_codec.pyx", "src/kafkatx/_c/crc32c.c"],
         include_dirs=["src/kafkatx/_c"],
+        depends=sorted(glob.glob("src/kafkatx/_c/*.h")),  # rebuild when a C header changes
         extra_compile_args=cflags,
         extra_link_args=ldflags,
         define_macros=macros,

@@ -23,6 +23,7 @@ from kafkatx.log.generate import (
     record_checksum,
 )
 from kafkatx.log.writer import PartitionWriter
+from kafkatx.producer_state import ProducerSnapshotEntry, read_snapshot, write_snapshot
 from kafkatx.txncoord import TransactionCoordinator
 from kafkatx.txnlog import TransactionState
 
@@ -120,6 +121,60 @@ def test_manifest_describes_the_workload(generated):
 def test_reads_match_the_manifest(generated):
     root, m, _ = generated
     check_against_manifest(root, m)
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_lso_from_producer_snapshots(tmp_path, seed):
+    """With small segments the writer leaves a producer snapshot at every roll; the LSO is then restored
+    from the newest one plus the segments after it (as a broker does) and must equal both the manifest and
+    a full replay; a damaged newest snapshot falls back without changing the answer, and a doctored one
+    shows the snapshot really is what decides."""
+    root = tmp_path / "g"
+    m = generate(root, records=6_000, seed=seed, workers=0, segment_bytes=64 << 10, open_transactions=2,
+                 abort_ratio=0.3, batch_records=(5, 60), partitions=2)  # fmt: skip
+    used = used_for_aborted = 0
+    for name, exp in m.partitions.items():
+        path = os.path.join(root, name)
+        with open_partition(path) as p:
+            lso = p.last_stable_offset
+            used += bool(p._snapshot_replays)
+            assert lso == exp["last_stable_offset"], name
+            hw, first_base = p.high_watermark, p.segments[0].base_offset
+        with open_partition(path) as p:
+            p._replayed()  # the full replay, then the LSO from it
+            assert p.last_stable_offset == lso, name
+        snaps = sorted(f for f in os.listdir(path) if f.endswith(".snapshot") and int(f[:20]) <= hw)
+        if not snaps:
+            continue
+        newest = pathlib.Path(path, snaps[-1])
+        good = newest.read_bytes()
+        newest.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))  # CRC no longer matches
+        with open_partition(path) as p:
+            assert p.last_stable_offset == lso, name
+        offset = int(snaps[-1][:20])
+        fake = ProducerSnapshotEntry(987654321, 0, 0, offset - 1, 0, 0, 0, max(offset - 1, first_base))
+        write_snapshot(newest, read_snapshot(good) + [fake], fsync=False)
+        with open_partition(path) as p:
+            assert p.last_stable_offset == min(lso, max(offset - 1, first_base)), name
+            assert p._snapshot_replays
+        newest.write_bytes(good)
+        # without .txnindex files, "auto" rebuilds the aborted transactions of a read from the snapshot at
+        # or below its first segment: the same entries as a replay of the whole log
+        for f in os.listdir(path):
+            if f.endswith(".txnindex"):
+                os.remove(os.path.join(path, f))
+        with open_partition(path) as p:
+            bases = [seg.base_offset for seg in p.segments]
+        for start in sorted({0, *bases[len(bases) // 2 :], lso - 1, lso}):
+            with open_partition(path) as p:
+                got = p.aborted_transactions(start, lso)
+                partial = bool(p._snapshot_replays)
+            with open_partition(path) as p:
+                want = p.aborted_transactions(start, lso, source="scan")
+            assert got == want, (name, start)
+            used_for_aborted += partial
+    assert used, "no partition had a usable snapshot"
+    assert used_for_aborted, "no read rebuilt its aborted transactions from a snapshot"
 
 
 def test_reads_match_without_txnindex_files(generated, tmp_path):

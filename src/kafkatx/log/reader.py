@@ -20,18 +20,22 @@ Offsets of a partition
 * ``last_stable_offset``: Kafka's ``min(first unstable offset, high watermark)``.  The first unstable
   offset is the smallest first offset of a transaction that has data but no marker, or whose marker
   is at or above the high watermark (Kafka's "unreplicated" transactions, kafka-format.md 10.4).  It is
-  computed from the batch headers of every segment (:func:`kafkatx.scan_batches`, no record decoded),
-  replaying per producer id: a transactional data batch opens a transaction if none is open, a
-  COMMIT/ABORT marker closes it (an empty control batch or one without an open transaction changes
-  nothing, as in ``ProducerAppendInfo``).
+  computed from batch headers (:func:`kafkatx.scan_batches`, no record decoded), replaying per producer
+  id: a transactional data batch opens a transaction if none is open, a COMMIT/ABORT marker closes it
+  (an empty control batch or one without an open transaction changes nothing, as in
+  ``ProducerAppendInfo``).  As a broker restores its state, the replay starts from the newest producer
+  ``.snapshot`` whose offset lies between the first segment's base offset and the high watermark (its
+  open transactions, ``current_txn_first_offset``) and covers only the segments from there on; without
+  a usable snapshot (none, or a damaged one) every segment is replayed.  ``open_transactions`` and the
+  ``"replay"`` source of aborted transactions always replay every segment.
 
 Seeking
 -------
 A read first finds the segment holding its start offset (the last one whose base offset is not above
 it).  If that segment's batch headers are not known yet, the ``.index`` gives the position of the largest
 indexed offset at or below the start, and only the headers from there on are scanned; the entry is
-checked first (see below).  Under ``read_committed`` the LSO replay has already scanned every segment's
-headers, so the known headers are searched instead and the index is not needed.  Every later segment is
+checked first (see below).  Segments whose headers a replay has already scanned are searched instead
+and the index is not needed.  Every later segment is
 read from its start.  Records are decoded in chunks of whole batches (``chunk_bytes``, default 32 MiB)
 through one :class:`ReadCommittedFilter` per read, so the filter's state carries across segments.
 
@@ -49,8 +53,10 @@ because a transaction may start segments before its ABORT marker).  The per-segm
 * ``"auto"`` (default): per segment, the ``.txnindex`` file when it exists, else the scan's entries for
   that segment.  Absence alone is ambiguous (a segment without aborted transactions has no file; a
   tiered-storage copy may lack the file), and the scan resolves it: it yields exactly the entries the
-  broker would have written, so a segment that legitimately has no file gets none.  The scan runs anyway
-  for the LSO, so this costs nothing extra.
+  broker would have written, so a segment that legitimately has no file gets none.  The scan runs only
+  when a segment of the read has no file, and then from the newest usable producer snapshot at or below
+  the read's first segment (its open transactions are the state the entries depend on), else from the
+  log start; when every segment of the read has its file, no segment is scanned.
 * ``"cross-check"``: both; raises :class:`LogInconsistencyError` if any segment's
   ``(producer_id, first_offset, last_offset)`` entries differ between the file and the scan (a missing
   file where the scan finds aborted transactions counts as a difference), or if the aborted
@@ -86,6 +92,7 @@ from bisect import bisect_left, bisect_right
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError, KafkaTxError
+from ..producer_state import read_snapshot
 from ..txnindex import AbortedTxn, collect_aborted_across_segments, read_txnindex
 from .index import (
     INDEX_SUFFIX,
@@ -458,10 +465,14 @@ class _TxnScan(NamedTuple):
     first_unstable: int | None  # smallest first offset of an open or not-yet-replicated transaction
 
 
-def _replay(segments, codec, high_watermark: int) -> _TxnScan:
-    """Replay transactional batch headers of every segment, in order."""
+def _replay(segments, codec, high_watermark: int, open_txns: dict | None = None, from_offset: int | None = None
+            ) -> _TxnScan:
+    """Replay transactional batch headers of ``segments``, in order.
+
+    ``open_txns``/``from_offset``: start from a producer snapshot's open transactions instead of an empty
+    state, and skip batches below the snapshot's offset."""
     np = _np()
-    open_: dict[int, int] = {}
+    open_: dict[int, int] = dict(open_txns or {})
     opened_at: dict[int, tuple] = {}  # producer id -> (segment, position, size) of its open transaction's start
     unreplicated_first = None
     per_segment = []
@@ -485,6 +496,8 @@ def _replay(segments, codec, high_watermark: int) -> _TxnScan:
             for i in rows:
                 pid = pid_col[i]
                 b = base[i]
+                if from_offset is not None and b < from_offset:
+                    continue  # before the snapshot: its state is in open_txns
                 if not attr_col[i] & _CONTROL:
                     if pid not in open_:
                         open_[pid] = b
@@ -513,6 +526,8 @@ def _replay(segments, codec, high_watermark: int) -> _TxnScan:
     # The headers were not CRC-checked (Segment.headers): a damaged one could fake a transaction that never
     # ends and silently pull the LSO down to it, so the batches that open the transactions still open are.
     for pid in open_:
+        if pid not in opened_at:
+            continue  # opened before the snapshot, whose own CRC was checked
         seg, position, size = opened_at[pid]
         if seg.verify_crc:
             try:
@@ -751,6 +766,8 @@ class Partition:
         self._lso_checkpoint = log_start_offset
         self.recovery_point = recovery_point
         self._txn_scan = None
+        self._snapshot_offsets = None  # offsets of the .snapshot files (listed once)
+        self._snapshot_replays: dict = {}  # snapshot offset -> (replay from it, index of its first segment)
 
     def __repr__(self):
         return f"Partition({self.topic!r}, {self.partition}, segments={len(self.segments)}, path={self.path!r})"
@@ -784,10 +801,60 @@ class Partition:
             self._txn_scan = _replay(self.segments, self.codec, self.high_watermark)
         return self._txn_scan
 
+    def _snapshot_at_or_below(self, limit: int):
+        """``(offset, open transactions)`` of the newest usable producer snapshot at or below ``limit``, or
+        None.  Usable, as for a broker restoring its state: a readable ``.snapshot`` (CRC checked) whose
+        offset is at least the first segment's base offset, so the segments from it on hold every later
+        batch."""
+        if not self.segments:
+            return None
+        lo = self.segments[0].base_offset
+        if self._snapshot_offsets is None:
+            try:
+                names = os.listdir(self.path)
+            except OSError:  # pragma: no cover - the directory was readable when opened
+                names = []
+            self._snapshot_offsets = sorted(
+                int(stem) for stem, dot, ext in (n.partition(".") for n in names)
+                if dot and ext == "snapshot" and len(stem) == 20 and stem.isdigit()
+            )  # fmt: skip
+        for offset in reversed(self._snapshot_offsets):
+            if not lo <= offset <= limit:
+                continue
+            try:
+                entries = read_snapshot(os.path.join(self.path, f"{offset:020d}.snapshot"))
+            except (KafkaTxError, OSError):
+                continue  # a damaged snapshot: an older one, or the full replay, decides
+            return offset, {e.producer_id: e.current_txn_first_offset for e in entries
+                            if e.current_txn_first_offset >= 0}  # fmt: skip
+        return None
+
+    def _replay_from(self, snapshot) -> tuple[_TxnScan, int]:
+        """The replay from a producer snapshot (cached): its scan and the index of its first segment."""
+        offset, open_txns = snapshot
+        got = self._snapshot_replays.get(offset)
+        if got is None:
+            bases = [seg.base_offset for seg in self.segments]
+            first = max(bisect_right(bases, offset) - 1, 0)
+            scan = _replay(self.segments[first:], self.codec, self.high_watermark, open_txns, offset)
+            got = self._snapshot_replays[offset] = (scan, first)
+        return got
+
+    def _unstable_scan(self) -> _TxnScan:
+        """What the LSO needs: the full replay if one was made, else a replay from the newest producer
+        snapshot at or below the high watermark (as a broker restores its state; every marker at or
+        above the high watermark lies after it), else the full replay."""
+        if self._txn_scan is not None:
+            return self._txn_scan
+        snap = self._snapshot_at_or_below(self.high_watermark)
+        if snap is None:
+            return self._replayed()
+        return self._replay_from(snap)[0]
+
     @property
     def last_stable_offset(self) -> int:
         hw = self.high_watermark
-        first = self._replayed().first_unstable
+        first = self._unstable_scan().first_unstable
         return hw if first is None else max(min(first, hw), self.log_start_offset)
 
     @property
@@ -811,16 +878,28 @@ class Partition:
         ``"auto"``; see the module docstring)."""
         if source not in ("auto", "txnindex", "scan"):
             raise ValueError(f"source must be 'auto', 'txnindex' or 'scan', got {source!r}")
+        return self._aborted_entries(source, 0)
+
+    def _aborted_entries(self, source: str, first: int) -> list[list[AbortedTxn]]:
+        """aborted_transactions_by_segment for the segments from index ``first`` on.  ``"auto"`` replays the
+        log only if one of them has no ``.txnindex`` (the replay's state comes from every segment)."""
+        segs = self.segments[first:]
         if source == "txnindex":
-            return [seg.txn_index_entries() or [] for seg in self.segments]
-        scanned = self._replayed().aborted
-        if source == "scan":
-            return [list(x) for x in scanned]
-        out = []
-        for seg, sc in zip(self.segments, scanned):
-            entries = seg.txn_index_entries()
-            out.append(list(sc) if entries is None else entries)
-        return out
+            return [seg.txn_index_entries() or [] for seg in segs]
+        if source == "auto":
+            entries = [seg.txn_index_entries() for seg in segs]
+            if all(e is not None for e in entries):
+                return entries
+            # a replay resolves the missing files: from a producer snapshot at or below the first segment
+            # when there is one (the snapshot holds the open transactions an entry's LSO depends on)
+            snap = None if self._txn_scan is not None or not segs else self._snapshot_at_or_below(segs[0].base_offset)
+            if snap is None:
+                scanned = self._replayed().aborted[first:]
+            else:
+                scan, k = self._replay_from(snap)
+                scanned = scan.aborted[first - k :]
+            return [list(sc) if e is None else e for e, sc in zip(entries, scanned)]
+        return [list(x) for x in self._replayed().aborted[first:]]
 
     def aborted_transactions(
         self, start_offset: int, upper_bound_offset: int, *, source: str = "auto"
@@ -856,8 +935,10 @@ class Partition:
                     {"index": got_index, "scan": got_scan},
                 )
             return got_index
-        per_segment = self.aborted_transactions_by_segment(source)
-        got, _ = collect_aborted_across_segments(zip(bases, per_segment), start_offset, upper_bound_offset)
+        # the search starts at the segment holding the start offset: only it and later ones are read
+        first = max(bisect_right(bases, start_offset) - 1, 0)
+        per_segment = self._aborted_entries(source, first)
+        got, _ = collect_aborted_across_segments(zip(bases[first:], per_segment), start_offset, upper_bound_offset)
         return got
 
     # -- reads

@@ -923,6 +923,32 @@ def test_decode_arrow_parallel_same_buffers_many_threads(arrow, codec):
     assert all(arrow_rows(v) == arrow_rows(got[0]) for v in viewed)
 
 
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_decode_arrow_parallel_after_fork():
+    """The pool outlives calls; a forked child (a Spark Python worker, multiprocessing's fork) inherits
+    it without its threads, so the child must get a pool of its own instead of waiting forever."""
+    script = """
+import os, sys
+import kafkatx, kafkatx.arrow as ka
+b = kafkatx.BatchBuilder()
+for i in range(100):
+    b.append(b"v%d" % i, key=b"k", timestamp=5)
+data = b.build()
+want = [kafkatx.decode_arrow(data)] * 3
+assert ka.decode_arrow_parallel([data] * 3, max_workers=2) == want
+pid = os.fork()
+if pid == 0:
+    import signal
+    signal.alarm(60)  # a hung child ends itself rather than outliving the test
+    ok = ka.decode_arrow_parallel([data] * 3, max_workers=2) == want
+    os._exit(0 if ok else 3)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+    done = subprocess.run([sys.executable, "-c", script], timeout=90, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 # ------------------------------------------------------------------------------- decoded buffers
 def test_decoded_arrays_own_their_memory(codec):
     """The copying decoder's arrays must not point into the caller's buffer."""

@@ -348,6 +348,17 @@ _POOLS: dict = {}
 _POOLS_LOCK = threading.Lock()
 
 
+def _forget_pools_after_fork() -> None:
+    # a forked child inherits the pools but not their threads: work handed to them would never run
+    global _POOLS, _POOLS_LOCK
+    _POOLS = {}
+    _POOLS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools_after_fork)
+
+
 def _pool(max_workers: int):
     """A long-lived thread pool per size, shared by every call.
 

@@ -140,8 +140,8 @@ class _ColumnDecoder:
     """One ReadCommittedFilter fed the rows of binary arrays, in row order, as runs of the data buffer.
 
     Consecutive rows of an Arrow binary array are adjacent in its data buffer, so a stretch of rows is
-    one contiguous slice: the filter is fed a memoryview of that slice (no copy, one call per stretch
-    rather than per row).  Null rows are skipped.  ``row_tails="carry"`` treats rows as consecutive
+    one contiguous slice: the filter is given memoryviews of those slices (no copy), all stretches fed
+    since the last :meth:`flush` in one ``feed_arrow_parts`` call.  Null rows are skipped.  ``row_tails="carry"`` treats rows as consecutive
     chunks of one byte stream (a batch may span rows, as with ``ReadCommittedFilter.feed``);
     ``row_tails="drop"`` treats each row as a whole Fetch-response record set and drops a truncated
     batch at the end of a row, as Kafka's consumer does (counted in ``trailing_bytes``).
@@ -162,15 +162,24 @@ class _ColumnDecoder:
         self.drop = row_tails == "drop"
         self.valid_bytes = 0
         self.dropped_bytes = 0
+        self._views: list = []  # stretches of rows waiting for flush()
 
-    def _feed(self, view, out: list) -> None:
-        rb = self.filter.feed_arrow(view, **self.feed_kwargs)
+    def _feed(self, view) -> None:
+        self._views.append(view)  # decoded by flush, all stretches in one call
+
+    def flush(self, out: list) -> None:
+        """Decode the stretches fed since the last flush into one RecordBatch (appended if not empty):
+        ``feed_arrow_parts`` sizes its columns once for all of them, and nothing is concatenated."""
+        views, self._views = self._views, []
+        if not views:
+            return
+        rb = self.filter.feed_arrow_parts(views, **self.feed_kwargs)
         self.valid_bytes += read_info(rb)["valid_bytes"]
         if rb.num_rows:
             out.append(rb)
 
-    def feed_array(self, arr, out: list) -> None:
-        """Decode every non-null row of one binary/large_binary array, appending RecordBatches to ``out``."""
+    def feed_array(self, arr) -> None:
+        """Queue every non-null row of one binary/large_binary array (decoded by :meth:`flush`)."""
         import numpy as np
 
         pa = _pa()
@@ -200,11 +209,11 @@ class _ColumnDecoder:
         for i in np.flatnonzero(cut != ends).tolist():
             stop = int(cut[i])
             if stop > run_start:
-                self._feed(data[run_start:stop], out)
+                self._feed(data[run_start:stop])
             run_start = int(ends[i])
         stop = int(ends[-1])
         if stop > run_start:
-            self._feed(data[run_start:stop], out)
+            self._feed(data[run_start:stop])
 
     def _complete_prefixes(self, u8, starts, ends, valid, data):
         """Per row, the end of its last complete entry (by the 12-byte log framing)."""
@@ -232,6 +241,7 @@ class _ColumnDecoder:
     def result(self, batches: list):
         """One RecordBatch of everything decoded so far, with the combined metadata."""
         pa = _pa()
+        self.flush(batches)
         if not batches:
             empty = self.filter.feed_arrow(b"", **self.feed_kwargs)
             return _with_info(empty, self.info())
@@ -339,7 +349,7 @@ def decode_column(
     )  # fmt: skip
     out: list = []
     for chunk in _binary_chunks(column):
-        dec.feed_array(chunk, out)
+        dec.feed_array(chunk)
     return dec.result(out)
 
 
@@ -504,7 +514,8 @@ def map_in_arrow_decoder(
                 raise KeyError(f"the input batch has no column {column!r} (it has {batch.schema.names})") from None
             out: list = []
             for chunk in _binary_chunks(col):
-                dec.feed_array(chunk, out)
+                dec.feed_array(chunk)
+            dec.flush(out)
             if not out:
                 continue
             rb = dec.result(out)

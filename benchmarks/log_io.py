@@ -174,6 +174,44 @@ def read_row(path: str, manifest, kx, log=print) -> Row:
     )
 
 
+TAIL_OFFSETS = 5000  # the tail row reads this many offsets before the LSO
+
+
+def tail_row(path: str, manifest, kx) -> Row:
+    from kafkatx.log import open_log_dir, open_partition
+
+    with open_log_dir(path) as d:
+        key, part = max(d.items(), key=lambda kv: len(kv[1].segments))
+        part_path, segments = part.path, len(part.segments)
+
+    def tail(full_replay: bool):
+        with open_partition(part_path) as p:
+            if full_replay:
+                p.open_transactions  # noqa: B018 - replays every segment, as the LSO needed before snapshots
+            lso = p.last_stable_offset
+            start = max(lso - TAIL_OFFSETS, p.log_start_offset)
+            return sum(b.num_rows for b in p.read(start, isolation="read_committed", format="arrow"))
+
+    def check(lib, out):
+        assert out > 0, f"{lib}: no rows"
+
+    return Row(
+        key="tail",
+        name=f"open + read the last {TAIL_OFFSETS:,} offsets read_committed (ref: full replay)",
+        what=f"{key[0]}-{key[1]} ({segments} segments): open_partition, last_stable_offset, read(LSO - "
+        f"{TAIL_OFFSETS}, format='arrow'); reference: the same after Partition.open_transactions (a replay of every "
+        "segment, which the LSO needed before producer snapshots were used)",
+        records=TAIL_OFFSETS,
+        nbytes=0,
+        impls={"kafkatx": lambda: tail(False), "reference": lambda: tail(True)},
+        check=check,
+        notes={"kafkatx": "LSO from the newest producer snapshot + the segments after it",
+               "reference": "LSO and open transactions from a replay of every segment"},  # fmt: skip
+        summary=lambda res: (f"tail read {compare.ratio(res, 'kafkatx', 'reference'):.1f}x faster than with a full "
+                             "replay"),
+    )
+
+
 # ------------------------------------------------------------------------------------------ writing
 def producer_batches(kx, size: int) -> list:
     """About ``size`` bytes of uncompressed batches as idempotent producers send them (base offset 0), in order.
@@ -313,13 +351,13 @@ def main(argv=None) -> int:
                     "overhead; mixed = generate()'s default)")  # fmt: skip
     ap.add_argument("--segment-bytes", type=int, help="segment size of the generated log (default: generate()'s)")
     ap.add_argument("--regenerate", action="store_true", help="generate the log again even if it is cached")
-    ap.add_argument("--rows", help="comma-separated: read, write, write_headers_only (default: all)")
+    ap.add_argument("--rows", help="comma-separated: read, tail, write, write_headers_only (default: all)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per cell; the median is reported")
     ap.add_argument("--json", metavar="OUT.json", help="also write all results and metadata as JSON")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown (README-ready)")
     args = ap.parse_args(argv)
     size = args.bytes or (QUICK_BYTES if args.quick else FULL_BYTES)
-    known = ("read", "write", "write_headers_only")
+    known = ("read", "tail", "write", "write_headers_only")
     wanted = known if not args.rows else tuple(k.strip() for k in args.rows.split(",") if k.strip())
     if set(wanted) - set(known):
         ap.error(f"unknown rows {sorted(set(wanted) - set(known))}; known: {known}")
@@ -334,14 +372,19 @@ def main(argv=None) -> int:
         rows_meta.append(compare.run_row(r, args.repeat, False, results, summaries)[1])
 
     manifest = None
-    if "read" in wanted:
+    if "read" in wanted or "tail" in wanted:
         path, manifest = generated_log(args.dir, size, args.compression, args.segment_bytes, args.regenerate)
+    if "read" in wanted:
         r = read_row(path, manifest, kx)
         print(f"read: {r.what}")
         run(r)
         del r
         gc.collect()
-    write = [r for r in write_rows(args.dir, kx, size) if r.key in wanted] if set(wanted) - {"read"} else []
+    if "tail" in wanted:
+        r = tail_row(path, manifest, kx)
+        print(f"tail: {r.what}")
+        run(r)
+    write = [r for r in write_rows(args.dir, kx, size) if r.key in wanted] if set(wanted) - {"read", "tail"} else []
     for r in write:
         print(f"{r.key}: {r.what}")
         run(r)
@@ -351,7 +394,7 @@ def main(argv=None) -> int:
     print(compare.table(results, args.markdown))
     print()
     print(compare.LEGEND.replace("records/s (batches/s or entries/s where the operation says so; bytes/s for byte "
-                                 "rows)", "log bytes/s"))  # fmt: skip
+                                 "rows)", "log bytes/s (records/s for tail)"))  # fmt: skip
     if summaries:
         print()
         print("notes and targets:")

@@ -11,6 +11,41 @@ cdef extern from "copy.h" nogil:
     void kx_copy(unsigned char *dst, const unsigned char *src, size_t n)
     int kx_is_ascii(const unsigned char *p, size_t n)
 
+cdef extern from "record.h" nogil:
+    ctypedef enum RecErr:
+        E_PREMATURE_EOF
+        E_RECORD_SIZE
+        E_READ_MISMATCH
+        E_KEY_PAST
+        E_VALUE_PAST
+        E_HEADER_COUNT
+        E_HKEY_NEGATIVE
+        E_HKEY_PAST
+        E_HVALUE_PAST
+        E_REMAINING
+        E_VARINT_TRUNCATED
+        E_VARINT_TOO_LONG
+        E_VARLONG_TRUNCATED
+        E_VARLONG_TOO_LONG
+    ctypedef struct kx_rec_error:
+        RecErr code
+        Py_ssize_t pos
+        int64_t a
+        int64_t b
+    ctypedef struct RecView:
+        int32_t off_delta
+        int64_t ts_delta
+        const uint8_t *key
+        int32_t klen
+        const uint8_t *value
+        int32_t vlen
+        Py_ssize_t hpos
+        int32_t hcount
+        Py_ssize_t rend
+    int kx_rd_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int32_t *out, kx_rec_error *e)
+    int kx_rd_varlong(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int64_t *out, kx_rec_error *e)
+    int kx_parse_record(const uint8_t *buf, Py_ssize_t *ppos, Py_ssize_t end, RecView *rv, kx_rec_error *e)
+
 cdef extern from "hton.h" nogil:
     int16_t kx_load_be_i16(const unsigned char *p)
     int32_t kx_load_be_i32(const unsigned char *p)

@@ -79,19 +79,6 @@ cdef int _invalid(str msg, Py_ssize_t pos, int64_t boff) except -1:
     raise InvalidRecordError(msg, pos, boff)
 
 
-cdef enum RecErr:
-    E_PREMATURE_EOF
-    E_RECORD_SIZE
-    E_READ_MISMATCH
-    E_KEY_PAST
-    E_VALUE_PAST
-    E_HEADER_COUNT
-    E_HKEY_NEGATIVE
-    E_HKEY_PAST
-    E_HVALUE_PAST
-    E_REMAINING
-
-
 cdef int _rec_err(RecErr code, Py_ssize_t pos, int64_t boff, int64_t a, int64_t b) except -1 with gil:
     """Raise the InvalidRecordError for a record-structure error found (possibly) without the GIL."""
     if code == E_PREMATURE_EOF:
@@ -196,81 +183,30 @@ cdef int _bad_varint(Py_ssize_t pos, int64_t boff, bint is_long, bint truncated)
     raise InvalidRecordError("varint is too long, the most significant bit in the 5th byte is set", pos, boff)
 
 
+cdef int _raise_rec(const kx_rec_error *e, Py_ssize_t base, int64_t boff) except -1 nogil:
+    """Raise what record.h reported (positions there are relative to the parsed buffer; ``base`` maps them)."""
+    if e.code == E_VARINT_TRUNCATED or e.code == E_VARINT_TOO_LONG:
+        return _bad_varint(base + e.pos, boff, False, e.code == E_VARINT_TRUNCATED)
+    if e.code == E_VARLONG_TRUNCATED or e.code == E_VARLONG_TOO_LONG:
+        return _bad_varint(base + e.pos, boff, True, e.code == E_VARLONG_TRUNCATED)
+    return _rec_err(e.code, base + e.pos, boff, e.a, e.b)
+
+
 cdef inline int rd_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t base,
                           int64_t boff, int32_t *out) except -1 nogil:
-    """Zigzag int32 as Java's ByteUtils.readVarint: at most 5 bytes, excess high bits dropped."""
-    cdef Py_ssize_t p = pos[0]
-    cdef uint32_t value = 0
-    cdef uint32_t b
-    cdef int shift = 0
-    if p + 1 < end and buf[p + 1] < 0x80:  # the common 1- and 2-byte forms without a loop
-        if buf[p] < 0x80:
-            value = buf[p]
-            pos[0] = p + 1
-        else:
-            value = (buf[p] & 0x7Fu) | (<uint32_t>buf[p + 1] << 7)
-            pos[0] = p + 2
-        out[0] = <int32_t>((value >> 1) ^ (0u - (value & 1)))
+    """Zigzag int32 as Java's ByteUtils.readVarint (record.h): at most 5 bytes, excess high bits dropped."""
+    cdef kx_rec_error e
+    if kx_rd_varint(buf, pos, end, out, &e) == 0:
         return 0
-    if p < end and buf[p] < 0x80:
-        value = buf[p]
-        pos[0] = p + 1
-        out[0] = <int32_t>((value >> 1) ^ (0u - (value & 1)))
-        return 0
-    while True:
-        if p >= end:
-            return _bad_varint(base + p, boff, False, True)
-        b = buf[p]
-        p += 1
-        if b & 0x80:
-            value |= (b & 0x7F) << shift
-            shift += 7
-            if shift > 28:
-                return _bad_varint(base + p - 1, boff, False, False)
-        else:
-            value |= b << shift
-            break
-    pos[0] = p
-    out[0] = <int32_t>((value >> 1) ^ (0u - (value & 1)))
-    return 0
+    return _raise_rec(&e, base, boff)
 
 
 cdef inline int rd_varlong(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t base,
                            int64_t boff, int64_t *out) except -1 nogil:
-    cdef Py_ssize_t p = pos[0]
-    cdef uint64_t value = 0
-    cdef uint64_t b
-    cdef int shift = 0
-    if p + 1 < end and buf[p + 1] < 0x80:  # the common 1- and 2-byte forms without a loop
-        if buf[p] < 0x80:
-            value = buf[p]
-            pos[0] = p + 1
-        else:
-            value = (buf[p] & 0x7Fu) | (<uint64_t>buf[p + 1] << 7)
-            pos[0] = p + 2
-        out[0] = <int64_t>((value >> 1) ^ (<uint64_t>0 - (value & 1)))
+    cdef kx_rec_error e
+    if kx_rd_varlong(buf, pos, end, out, &e) == 0:
         return 0
-    if p < end and buf[p] < 0x80:
-        value = buf[p]
-        pos[0] = p + 1
-        out[0] = <int64_t>((value >> 1) ^ (<uint64_t>0 - (value & 1)))
-        return 0
-    while True:
-        if p >= end:
-            return _bad_varint(base + p, boff, True, True)
-        b = buf[p]
-        p += 1
-        if b & 0x80:
-            value |= (b & 0x7F) << shift
-            shift += 7
-            if shift > 63:
-                return _bad_varint(base + p - 1, boff, True, False)
-        else:
-            value |= b << shift
-            break
-    pos[0] = p
-    out[0] = <int64_t>((value >> 1) ^ (<uint64_t>0 - (value & 1)))
-    return 0
+    return _raise_rec(&e, base, boff)
 
 
 cdef inline Py_ssize_t wr_varlong(uint8_t *p, int64_t v) noexcept nogil:
@@ -404,18 +340,6 @@ cdef class Record:
 cdef object _surrogateescape = "surrogateescape"
 
 
-cdef struct RecView:
-    int32_t off_delta
-    int64_t ts_delta
-    const uint8_t *key
-    int32_t klen
-    const uint8_t *value
-    int32_t vlen
-    Py_ssize_t hpos      # start of the first header
-    int32_t hcount
-    Py_ssize_t rend      # end of the record
-
-
 cdef int _walk_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend, Py_ssize_t base, int64_t boff,
                        int32_t hcount, object hs, _Columns cols) except -1:
     """Read ``hcount`` headers (validating them); add each to ``hs`` (a list) and/or ``cols`` if given."""
@@ -443,81 +367,6 @@ cdef int _walk_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend, Py_
             PyList_Append(hs, (PyUnicode_DecodeUTF8(<const char *>buf + kpos, hklen, "surrogateescape"), hval))
         if cols is not None:
             cols.add_header(buf + kpos, hklen, buf + p, hvlen)
-    return 0
-
-
-cdef int _skip_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend, Py_ssize_t base, int64_t boff,
-                       int32_t hcount) except -1 nogil:
-    """Validate ``hcount`` headers (Java's rules) and move past them."""
-    cdef int32_t i
-    cdef int32_t hklen = 0, hvlen = 0
-    cdef Py_ssize_t p
-    for i in range(hcount):
-        rd_varint(buf, pos, rend, base, boff, &hklen)
-        p = pos[0]
-        if hklen < 0:
-            return _rec_err(E_HKEY_NEGATIVE, base + p, boff, 0, 0)
-        if hklen > rend - p:
-            return _rec_err(E_HKEY_PAST, base + p, boff, 0, 0)
-        pos[0] = p + hklen
-        rd_varint(buf, pos, rend, base, boff, &hvlen)
-        p = pos[0]
-        if hvlen >= 0:
-            if hvlen > rend - p:
-                return _rec_err(E_HVALUE_PAST, base + p, boff, 0, 0)
-            pos[0] = p + hvlen
-    return 0
-
-
-cdef inline int parse_record(const uint8_t *buf, Py_ssize_t *ppos, Py_ssize_t end, Py_ssize_t base, int64_t boff,
-                             RecView *rv) except -1 nogil:
-    """Parse and validate one v2 record at ``ppos`` (Java's DefaultRecord.readFrom rules)."""
-    cdef Py_ssize_t pos = ppos[0]
-    cdef Py_ssize_t start = pos, body, rend
-    cdef int32_t length = 0
-    rv.ts_delta = 0
-    rv.off_delta = 0
-    rv.klen = 0
-    rv.vlen = 0
-    rv.hcount = 0
-    rv.key = NULL
-    rv.value = NULL
-    rv.hpos = pos
-    rv.rend = pos
-    if pos >= end:
-        return _rec_err(E_PREMATURE_EOF, base + pos, boff, 0, 0)
-    rd_varint(buf, &pos, end, base, boff, &length)
-    body = pos
-    if length < 0 or length > end - pos:
-        return _rec_err(E_RECORD_SIZE, base + start, boff, length, end - pos)
-    rend = pos + length
-    if length < 1:
-        return _rec_err(E_READ_MISMATCH, base + start, boff, length, 1)
-    pos += 1  # attributes: no bits defined, read and ignored
-    rd_varlong(buf, &pos, rend, base, boff, &rv.ts_delta)
-    rd_varint(buf, &pos, rend, base, boff, &rv.off_delta)
-    rd_varint(buf, &pos, rend, base, boff, &rv.klen)
-    rv.key = buf + pos
-    if rv.klen >= 0:
-        if rv.klen > rend - pos:
-            return _rec_err(E_KEY_PAST, base + pos, boff, 0, 0)
-        pos += rv.klen
-    rd_varint(buf, &pos, rend, base, boff, &rv.vlen)
-    rv.value = buf + pos
-    if rv.vlen >= 0:
-        if rv.vlen > rend - pos:
-            return _rec_err(E_VALUE_PAST, base + pos, boff, 0, 0)
-        pos += rv.vlen
-    rd_varint(buf, &pos, rend, base, boff, &rv.hcount)
-    rv.hpos = pos
-    if rv.hcount != 0:
-        if rv.hcount < 0 or rv.hcount > rend - pos:
-            return _rec_err(E_HEADER_COUNT, base + pos, boff, rv.hcount, 0)
-        _skip_headers(buf, &pos, rend, base, boff, rv.hcount)
-    if pos != rend:
-        return _rec_err(E_READ_MISMATCH, base + start, boff, length, pos - body)
-    rv.rend = rend
-    ppos[0] = pos
     return 0
 
 
@@ -562,6 +411,7 @@ cdef int decode_v2_columns(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
     cdef int32_t i
     cdef int64_t offset, ts
     cdef RecView rv
+    cdef kx_rec_error err
     cdef int64_t *p_off = NULL
     cdef int64_t *p_ts = NULL
     cdef int32_t *p_seq = NULL
@@ -589,7 +439,8 @@ cdef int decode_v2_columns(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
     klen_total = cols.key.data.len
     vlen_total = cols.value.data.len
     for i in range(h.records_count):
-        parse_record(buf, &pos, end, base, boff, &rv)
+        if kx_parse_record(buf, &pos, end, &rv, &err):  # (record.h, inlined here)
+            _raise_rec(&err, base, boff)
         offset = boff + rv.off_delta
         if offset < fetch_offset or offset >= limit_offset:
             continue
@@ -723,6 +574,7 @@ cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
     cdef int32_t seq
     cdef Py_ssize_t hp
     cdef RecView rv
+    cdef kx_rec_error err
     cdef Record r
     cdef list hs
     if cols is not None:
@@ -733,7 +585,8 @@ cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
             decode_v2_columns(buf, pos, end, base, h, cols, fetch_offset, limit_offset)
         return 0
     for i in range(h.records_count):
-        parse_record(buf, &pos, end, base, boff, &rv)
+        if kx_parse_record(buf, &pos, end, &rv, &err):  # (record.h, inlined here)
+            _raise_rec(&err, base, boff)
         offset = boff + rv.off_delta
         if offset < fetch_offset or offset >= limit_offset:
             continue

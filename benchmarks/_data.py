@@ -120,36 +120,33 @@ def encode_kafkatx(kx, codec: str, n: int) -> list:
     return out
 
 
-def encode_aiokafka(codec: str, n: int) -> list:
-    """Batches built by aiokafka's ``DefaultRecordBatchBuilder`` (base offset 0, as a producer sends them)."""
-    from aiokafka.record.default_records import DefaultRecordBatchBuilder
-
+def _encode_peer(builder_cls, codec: str, n: int) -> list:
+    """Batches built by a peer's ``DefaultRecordBatchBuilder`` (aiokafka and kafka-python share its
+    signature; base offset 0, as a producer sends them)."""
     keys, values, ts = records(n)
     cid = CODEC_IDS[codec]
     out = []
     for _base, pid, epoch, seq, start, stop in batches(n):
-        bb = DefaultRecordBatchBuilder(2, cid, 1, pid, epoch, seq, 1 << 30)
+        bb = builder_cls(2, cid, 1, pid, epoch, seq, 1 << 30)
         append = bb.append
         for i in range(start, stop):
             append(i - start, ts[i], keys[i], values[i], [])
         out.append(bb.build())
     return out
+
+
+def encode_aiokafka(codec: str, n: int) -> list:
+    """Batches built by aiokafka's ``DefaultRecordBatchBuilder``."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    return _encode_peer(DefaultRecordBatchBuilder, codec, n)
 
 
 def encode_kafka_python(codec: str, n: int) -> list:
-    """Batches built by kafka-python's ``DefaultRecordBatchBuilder`` (base offset 0)."""
+    """Batches built by kafka-python's ``DefaultRecordBatchBuilder``."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    keys, values, ts = records(n)
-    cid = CODEC_IDS[codec]
-    out = []
-    for _base, pid, epoch, seq, start, stop in batches(n):
-        bb = DefaultRecordBatchBuilder(2, cid, 1, pid, epoch, seq, 1 << 30)
-        append = bb.append
-        for i in range(start, stop):
-            append(i - start, ts[i], keys[i], values[i], [])
-        out.append(bb.build())
-    return out
+    return _encode_peer(DefaultRecordBatchBuilder, codec, n)
 
 
 def with_base_offsets(parts: list, n: int) -> bytes:

@@ -1202,14 +1202,7 @@ def main(argv=None) -> int:
         res, meta = run_row(r, args.repeat, args.gc, results, summaries)
         meta_rows.append(meta)
 
-    print(table(results, args.markdown))
-    print()
-    print(LEGEND)
-    if summaries:
-        print()
-        print("notes and targets:")
-        for key, text in summaries:
-            print(f"  [{key}] {text}")
+    report(results, summaries, args.markdown, LEGEND)
     if args.json:
         doc = {
             "kafkatx": {"version": kx.__version__, "backend": kx.BACKEND},
@@ -1229,11 +1222,27 @@ def main(argv=None) -> int:
             "equivalence": equivalence,
             "rows": meta_rows,
         }
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=2)
-        print(f"wrote {args.json}")
+        write_json(args.json, doc)
     del pins
     return 0
+
+
+def report(results: list, summaries: list, markdown: bool, legend: str) -> None:
+    """Print the table, the legend and the rows' notes and targets (shared with log_io.py)."""
+    print(table(results, markdown))
+    print()
+    print(legend)
+    if summaries:
+        print()
+        print("notes and targets:")
+        for key, text in summaries:
+            print(f"  [{key}] {text}")
+
+
+def write_json(path: str, doc: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

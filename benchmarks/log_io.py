@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
-import json
 import os
 import platform
 import shutil
@@ -391,15 +390,9 @@ def main(argv=None) -> int:
     shutil.rmtree(os.path.join(args.dir, "write"), ignore_errors=True)
 
     print()
-    print(compare.table(results, args.markdown))
-    print()
-    print(compare.LEGEND.replace("records/s (batches/s or entries/s where the operation says so; bytes/s for byte "
-                                 "rows)", "log bytes/s (records/s for tail)"))  # fmt: skip
-    if summaries:
-        print()
-        print("notes and targets:")
-        for key, text in summaries:
-            print(f"  [{key}] {text}")
+    compare.report(results, summaries, args.markdown, compare.LEGEND.replace(
+        "records/s (batches/s or entries/s where the operation says so; bytes/s for byte rows)",
+        "log bytes/s (records/s for tail)"))  # fmt: skip
     if args.json:
         doc = {
             "kafkatx": {"version": kx.__version__, "backend": kx.BACKEND},
@@ -414,9 +407,7 @@ def main(argv=None) -> int:
                                                        "params": manifest.params},  # fmt: skip
             "rows": rows_meta,
         }
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=2)
-        print(f"wrote {args.json}")
+        compare.write_json(args.json, doc)
     return 0
 
 

@@ -208,9 +208,9 @@ cdef class _Columns:
         _bin_free(&self.h_key)
         _bin_free(&self.h_value)
 
-    cdef int reserve(self, Py_ssize_t rows, Py_ssize_t payload) except -1 nogil:
-        """Room for ``rows`` more records whose keys and values come from ``payload`` bytes (the buffers
-        grow by doubling, so the GIL is taken only O(log n) times)."""
+    cdef int reserve(self, Py_ssize_t rows, Py_ssize_t payload, Py_ssize_t key_payload) except -1 nogil:
+        """Room for ``rows`` more records whose values (keys) take up to ``payload`` (``key_payload``) bytes
+        (the buffers grow by doubling, so the GIL is taken only O(log n) times)."""
         cdef int want = self.want
         if want & COL_OFFSET:
             g_reserve(&self.offset, rows * 8)
@@ -219,7 +219,7 @@ cdef class _Columns:
         if want & COL_TIMESTAMP_TYPE:
             g_reserve(&self.ts_type, rows)
         if want & COL_KEY:
-            _bin_reserve(&self.key, rows, 0 if self.views else payload, self.large or self.views)
+            _bin_reserve(&self.key, rows, 0 if self.views else key_payload, self.large or self.views)
         if want & COL_VALUE:
             _bin_reserve(&self.value, rows, 0 if self.views else payload, self.large or self.views)
         if want & COL_HEADERS:
@@ -238,28 +238,7 @@ cdef class _Columns:
         """Size every buffer once for a whole input of about ``rows`` records and ``payload`` record bytes
         (one allocation per column instead of a chain of doublings, each copying and faulting in memory).
         Values get ``payload`` bytes; keys a quarter of it and grow if they need more."""
-        cdef int want = self.want
-        if want & COL_OFFSET:
-            g_reserve(&self.offset, rows * 8)
-        if want & COL_TIMESTAMP:
-            g_reserve(&self.timestamp, rows * 8)
-        if want & COL_TIMESTAMP_TYPE:
-            g_reserve(&self.ts_type, rows)
-        if want & COL_KEY:
-            _bin_reserve(&self.key, rows, 0 if self.views else payload // 4, self.large or self.views)
-        if want & COL_VALUE:
-            _bin_reserve(&self.value, rows, 0 if self.views else payload, self.large or self.views)
-        if want & COL_HEADERS:
-            g_reserve(&self.h_list_offsets, rows * 4)
-        if want & COL_PRODUCER_ID:
-            g_reserve(&self.producer_id, rows * 8)
-        if want & COL_PRODUCER_EPOCH:
-            g_reserve(&self.producer_epoch, rows * 2)
-        if want & COL_SEQUENCE:
-            g_reserve(&self.sequence, rows * 4)
-        if want & COL_IS_TRANSACTIONAL:
-            g_reserve(&self.is_txn, rows // 8 + 2)
-        return 0
+        return self.reserve(rows, payload, payload // 4)
 
     cdef int add(self, int64_t offset, int64_t ts, int8_t ts_type, const uint8_t *k, int32_t klen,
                  const uint8_t *v, int32_t vlen, int64_t pid, int16_t epoch, int32_t seq, bint txn) except -1 nogil:
@@ -320,8 +299,7 @@ cdef class _Columns:
     cdef int end_headers(self) except -1 nogil:
         """Close the current row's header list (call once per row when headers are wanted)."""
         if self.h_n > 2147483647:
-            with gil:
-                raise _BinaryOverflow()
+            _binary_overflow()
         return g_i32(&self.h_list_offsets, <int32_t>self.h_n)
 
     cdef int add_header(self, const uint8_t *k, int32_t klen, const uint8_t *v, int32_t vlen) except -1 nogil:
@@ -363,23 +341,6 @@ cdef int _bin_init(BinCol *c, bint large, bint views=False) except -1:
         g_put(&c.offsets, "\0\0\0\0", 4)
 
 
-cdef inline int _bin_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, bint large) except -1 nogil:
-    if n >= 0:
-        if n:
-            g_reserve(&c.data, n)
-            kx_copy(c.data.data + c.data.len, p, n)
-            c.data.len += n
-        row_valid(&c.valid, c.nulls, i)
-    else:
-        row_null(&c.valid, &c.nulls, i)
-    if large:
-        return g_i64(&c.offsets, c.data.len)
-    if c.data.len > 2147483647:
-        with gil:
-            raise _BinaryOverflow()
-    return g_i32(&c.offsets, <int32_t>c.data.len)
-
-
 cdef inline void _view_make(uint8_t *v, const uint8_t *p, int32_t n, int32_t index, const uint8_t *base) noexcept nogil:
     """Write one 16-byte Arrow binary view of p[0:n] (n >= 0): length + inline bytes (<= 12), or length +
     4-byte prefix + buffer index + offset from ``base``."""
@@ -395,18 +356,60 @@ cdef inline void _view_make(uint8_t *v, const uint8_t *p, int32_t n, int32_t ind
         memcpy(v + 12, &off, 4)
 
 
+cdef inline uint8_t *_bin_put(BinCol *c, uint8_t *slot, Py_ssize_t r, const uint8_t *p, int32_t n,
+                              Py_ssize_t *total, bint views, bint large, int32_t index,
+                              const uint8_t *base) except NULL nogil:
+    """Row ``r`` of a binary column (``n`` < 0: null), into room reserved beforehand: its validity bit, its
+    bytes at ``total`` (the column's data length so far, advanced) and its end offset, or its 16-byte view,
+    at ``slot``.  Returns the next slot; the caller commits ``slot`` and ``total`` to the column."""
+    if n >= 0:
+        row_valid(&c.valid, c.nulls, r)
+    else:
+        row_null(&c.valid, &c.nulls, r)
+    if views:
+        if n >= 0:
+            _view_make(slot, p, n, index, base)
+        else:
+            memset(slot, 0, 16)
+        return slot + 16
+    if n > 0:
+        kx_copy(c.data.data + total[0], p, n)
+        total[0] += n
+    if large:
+        memcpy(slot, total, 8)
+        return slot + 8
+    if total[0] > 2147483647:
+        _binary_overflow()
+        return NULL
+    (<int32_t *>slot)[0] = <int32_t>total[0]
+    return slot + 4
+
+
+cdef int _binary_overflow() except -1 with gil:
+    raise _BinaryOverflow()
+
+
+cdef inline int _bin_append(BinCol *c, Py_ssize_t r, const uint8_t *p, int32_t n, bint views, bint large,
+                            int32_t index, const uint8_t *base) except -1 nogil:
+    """_bin_put for one row at a time (legacy records, header children): reserves, then commits."""
+    cdef Py_ssize_t total = c.data.len
+    if n > 0 and not views:
+        g_reserve(&c.data, n)
+    g_reserve(&c.offsets, 16)
+    c.offsets.len = _bin_put(c, c.offsets.data + c.offsets.len, r, p, n, &total, views, large, index, base) \
+        - c.offsets.data
+    c.data.len = total
+    return 0
+
+
+cdef inline int _bin_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, bint large) except -1 nogil:
+    return _bin_append(c, i, p, n, False, large, 0, NULL)
+
+
 cdef inline int _view_add(BinCol *c, Py_ssize_t i, const uint8_t *p, int32_t n, int32_t index,
                           const uint8_t *base) except -1 nogil:
     """Append one Arrow binary view (a null is an all-zero view with its validity bit cleared)."""
-    g_reserve(&c.offsets, 16)
-    if n < 0:
-        row_null(&c.valid, &c.nulls, i)
-        memset(c.offsets.data + c.offsets.len, 0, 16)
-    else:
-        row_valid(&c.valid, c.nulls, i)
-        _view_make(c.offsets.data + c.offsets.len, p, n, index, base)
-    c.offsets.len += 16
-    return 0
+    return _bin_append(c, i, p, n, True, False, index, base)
 
 
 class _BinaryOverflow(Exception):

@@ -423,7 +423,7 @@ cdef int decode_v2_columns(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
     cdef const uint8_t *kbase = cols.cur_base
     cdef int32_t base_seq = h.base_sequence
     # a record takes at least MIN_RECORD_SIZE bytes, so this bounds the rows a forged count can claim
-    cols.reserve(min(<Py_ssize_t>h.records_count, (end - pos) // MIN_RECORD_SIZE), end - pos)
+    cols.reserve(min(<Py_ssize_t>h.records_count, (end - pos) // MIN_RECORD_SIZE), end - pos, end - pos)
     if want & COL_OFFSET:
         p_off = <int64_t *>(cols.offset.data + cols.offset.len)
     if want & COL_TIMESTAMP:
@@ -455,61 +455,16 @@ cdef int decode_v2_columns(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
             elif cols.ts_nulls:
                 bit_set(&cols.ts_valid, r, True)
         if p_k != NULL:
-            if rv.klen >= 0:
-                row_valid(&cols.key.valid, cols.key.nulls, r)
-            else:
-                row_null(&cols.key.valid, &cols.key.nulls, r)
-            if views:
-                if rv.klen >= 0:
-                    _view_make(p_k, rv.key, rv.klen, kidx, kbase)
-                else:
-                    memset(p_k, 0, 16)
-                p_k += 16
-            else:
-                if rv.klen > 0:
-                    kx_copy(cols.key.data.data + klen_total, rv.key, rv.klen)
-                    klen_total += rv.klen
-                if large:
-                    memcpy(p_k, &klen_total, 8)
-                    p_k += 8
-                else:
-                    if klen_total > 2147483647:
-                        with gil:
-                            raise _BinaryOverflow()
-                    (<int32_t *>p_k)[0] = <int32_t>klen_total
-                    p_k += 4
+            p_k = _bin_put(&cols.key, p_k, r, rv.key, rv.klen, &klen_total, views, large, kidx, kbase)
         if p_v != NULL:
-            if rv.vlen >= 0:
-                row_valid(&cols.value.valid, cols.value.nulls, r)
-            else:
-                row_null(&cols.value.valid, &cols.value.nulls, r)
-            if views:
-                if rv.vlen >= 0:
-                    _view_make(p_v, rv.value, rv.vlen, kidx, kbase)
-                else:
-                    memset(p_v, 0, 16)
-                p_v += 16
-            else:
-                if rv.vlen > 0:
-                    kx_copy(cols.value.data.data + vlen_total, rv.value, rv.vlen)
-                    vlen_total += rv.vlen
-                if large:
-                    memcpy(p_v, &vlen_total, 8)
-                    p_v += 8
-                else:
-                    if vlen_total > 2147483647:
-                        with gil:
-                            raise _BinaryOverflow()
-                    (<int32_t *>p_v)[0] = <int32_t>vlen_total
-                    p_v += 4
+            p_v = _bin_put(&cols.value, p_v, r, rv.value, rv.vlen, &vlen_total, views, large, kidx, kbase)
         if p_seq != NULL:
             p_seq[j] = _inc_seq(base_seq, rv.off_delta) if base_seq >= 0 else -1
         if p_hoff != NULL:
             if rv.hcount:
                 _headers_to_columns(buf, rv.hpos, rv.rend, base, boff, rv.hcount, cols)
                 if cols.h_n > 2147483647:
-                    with gil:
-                        raise _BinaryOverflow()
+                    _binary_overflow()
             p_hoff[j] = <int32_t>cols.h_n
         j += 1
     if pos != end:

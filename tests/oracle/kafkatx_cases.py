@@ -3,7 +3,8 @@
 One spec drives both writers: :func:`build_case` feeds it to a kafkatx ``BatchBuilder`` (either backend),
 and ``tests/oracle/run.sh build`` feeds the very same JSON to Kafka's ``MemoryRecordsBuilder``.  Payloads use
 the oracle's payload forms (``null``, a UTF-8 string, ``{"hex"|"b64"|"utf8": ...}``,
-``{"pattern": "lcg"|"repeat"|"zeros", ...}``) and :func:`payload` expands them exactly as ``KafkaOracle.Payload``.
+``{"pattern": "lcg"|"repeat"|"zeros", ...}``) and :func:`payload` (from ``tests/_spec.py``) expands them exactly
+as ``KafkaOracle.Payload``.
 
 Used by ``make_verdicts.py`` (stores Kafka's verdicts) and ``tests/test_oracle.py`` (checks them); keep both
 in step by regenerating the verdicts after any change here (the verdicts record a hash of each spec).
@@ -11,9 +12,14 @@ in step by regenerating the verdicts after any change here (the verdicts record 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
+import pathlib
+import sys
+
+# payloads and builder replay live beside the rest of the suite's spec helpers
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from _spec import build_spec_batch, payload  # noqa: E402,F401 - payload is part of this module's interface
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 T0 = 1_700_000_000_000  # ms
@@ -22,36 +28,6 @@ TEXT = (
     "kafkatx writes record batches that Kafka reads; the quick brown fox jumps over the lazy dog. "
     "Ленивая собака, schnelle Füchse, 速い狐. "
 )
-
-
-# ------------------------------------------------------------------------------------------ payloads
-def payload(p):
-    """Expand a spec payload to bytes (``None`` stays ``None``), as ``KafkaOracle.Payload.bytes`` does."""
-    if p is None:
-        return None
-    if isinstance(p, str):
-        return p.encode("utf-8")
-    if "utf8" in p:
-        return p["utf8"].encode("utf-8")
-    if "b64" in p:
-        return base64.b64decode(p["b64"])
-    if "hex" in p:
-        return bytes.fromhex(p["hex"])
-    pattern, n = p["pattern"], int(p.get("len", 0))
-    if pattern == "zeros":
-        return bytes(n)
-    if pattern == "lcg":
-        x = int(p.get("seed", 1))
-        out = bytearray(n)
-        for k in range(n):
-            x = (x * 1103515245 + 12345) & 0x7FFFFFFF
-            out[k] = (x >> 16) & 0xFF
-        return bytes(out)
-    if pattern == "repeat":
-        t = p["text"].encode("utf-8")
-        reps = n // len(t) + 1
-        return (t * reps)[:n]
-    raise ValueError(f"unknown payload pattern {pattern!r}")
 
 
 def _rec(ts, key, value, headers=(), offset=None):
@@ -278,32 +254,8 @@ def is_uncompressed(spec) -> bool:
 
 
 # --------------------------------------------------------------------------------------------- build
-def build_batch(codec, b) -> bytes:
-    """One spec batch through ``codec.BatchBuilder`` (``codec`` is ``kafkatx`` or one of its backends)."""
-    kwargs = dict(
-        base_offset=b.get("base_offset", 0),
-        producer_id=b.get("producer_id", -1),
-        producer_epoch=b.get("producer_epoch", -1),
-        base_sequence=b.get("base_sequence", -1),
-        transactional=b.get("transactional", False),
-        compression=b.get("compression", "none"),
-        compression_level=b.get("compression_level"),
-        timestamp_type=b.get("timestamp_type", "CREATE_TIME").lower(),
-        partition_leader_epoch=b.get("partition_leader_epoch", -1),
-    )
-    if "log_append_time" in b:
-        kwargs["log_append_time"] = b["log_append_time"]
-    builder = codec.BatchBuilder(**kwargs)
-    for r in b["records"]:
-        headers = [(h["key"], payload(h["value"])) for h in r.get("headers", ())]
-        builder.append(
-            payload(r["value"]), payload(r["key"]), timestamp=r["timestamp"], headers=headers, offset=r.get("offset")
-        )
-    return builder.build()
-
-
 def build_case(codec, spec) -> bytes:
-    return b"".join(build_batch(codec, b) for b in spec["batches"])
+    return b"".join(build_spec_batch(codec, b) for b in spec["batches"])
 
 
 # ------------------------------------------------------------------------------------------ compare

@@ -70,28 +70,27 @@ static int kx_rec_fail(kx_rec_error *e, RecErr code, Py_ssize_t pos, int64_t a, 
     return -1;
 }
 
-/* Zigzag int32 as Java's ByteUtils.readVarint: at most 5 bytes, excess high bits dropped. */
-KX_REC_INLINE int kx_rd_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int32_t *out,
-                               kx_rec_error *e)
+/* The unsigned varint at *pos in at most max_shift / 7 + 1 bytes (5 for an int32, 10 for an int64); the
+ * caller keeps the bits it needs, so excess high bits are dropped as Java's ByteUtils does. */
+KX_REC_INLINE int kx_rd_uvarint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int max_shift, uint64_t *out,
+                                RecErr truncated, RecErr too_long, kx_rec_error *e)
 {
     Py_ssize_t p = *pos;
-    uint32_t value, b;
+    uint64_t value = 0, b;
     int shift = 0;
     if (p + 1 < end && buf[p + 1] < 0x80) { /* the 1- and 2-byte forms, no loop */
         if (buf[p] < 0x80) {
-            value = buf[p];
+            *out = buf[p];
             *pos = p + 1;
         } else {
-            value = (buf[p] & 0x7Fu) | ((uint32_t)buf[p + 1] << 7);
+            *out = (buf[p] & 0x7Fu) | ((uint64_t)buf[p + 1] << 7);
             *pos = p + 2;
         }
-        *out = (int32_t)((value >> 1) ^ (0u - (value & 1u)));
         return 0;
     }
-    value = 0;
     for (;;) {
         if (p >= end)
-            return kx_rec_fail(e, E_VARINT_TRUNCATED, p, 0, 0);
+            return kx_rec_fail(e, truncated, p, 0, 0);
         b = buf[p++];
         if (!(b & 0x80)) {
             value |= b << shift;
@@ -99,11 +98,24 @@ KX_REC_INLINE int kx_rd_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t e
         }
         value |= (b & 0x7Fu) << shift;
         shift += 7;
-        if (shift > 28)
-            return kx_rec_fail(e, E_VARINT_TOO_LONG, p - 1, 0, 0);
+        if (shift > max_shift)
+            return kx_rec_fail(e, too_long, p - 1, 0, 0);
     }
     *pos = p;
-    *out = (int32_t)((value >> 1) ^ (0u - (value & 1u)));
+    *out = value;
+    return 0;
+}
+
+/* Zigzag int32 as Java's ByteUtils.readVarint: at most 5 bytes, excess high bits dropped. */
+KX_REC_INLINE int kx_rd_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int32_t *out,
+                               kx_rec_error *e)
+{
+    uint64_t u;
+    uint32_t v;
+    if (kx_rd_uvarint(buf, pos, end, 28, &u, E_VARINT_TRUNCATED, E_VARINT_TOO_LONG, e))
+        return -1;
+    v = (uint32_t)u;
+    *out = (int32_t)((v >> 1) ^ (0u - (v & 1u)));
     return 0;
 }
 
@@ -111,36 +123,10 @@ KX_REC_INLINE int kx_rd_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t e
 KX_REC_INLINE int kx_rd_varlong(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int64_t *out,
                                 kx_rec_error *e)
 {
-    Py_ssize_t p = *pos;
-    uint64_t value, b;
-    int shift = 0;
-    if (p + 1 < end && buf[p + 1] < 0x80) {
-        if (buf[p] < 0x80) {
-            value = buf[p];
-            *pos = p + 1;
-        } else {
-            value = (buf[p] & 0x7Fu) | ((uint64_t)buf[p + 1] << 7);
-            *pos = p + 2;
-        }
-        *out = (int64_t)((value >> 1) ^ ((uint64_t)0 - (value & 1u)));
-        return 0;
-    }
-    value = 0;
-    for (;;) {
-        if (p >= end)
-            return kx_rec_fail(e, E_VARLONG_TRUNCATED, p, 0, 0);
-        b = buf[p++];
-        if (!(b & 0x80)) {
-            value |= b << shift;
-            break;
-        }
-        value |= (b & 0x7Fu) << shift;
-        shift += 7;
-        if (shift > 63)
-            return kx_rec_fail(e, E_VARLONG_TOO_LONG, p - 1, 0, 0);
-    }
-    *pos = p;
-    *out = (int64_t)((value >> 1) ^ ((uint64_t)0 - (value & 1u)));
+    uint64_t u;
+    if (kx_rd_uvarint(buf, pos, end, 63, &u, E_VARLONG_TRUNCATED, E_VARLONG_TOO_LONG, e))
+        return -1;
+    *out = (int64_t)((u >> 1) ^ ((uint64_t)0 - (u & 1u)));
     return 0;
 }
 

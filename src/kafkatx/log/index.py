@@ -481,8 +481,9 @@ class OffsetIndex(_Index):
         return f"OffsetIndex({self.path!r}, base_offset={self.base_offset}, entries={self._n})"
 
 
-def _valid_prefix(keys, values):
-    """Length of the longest prefix with non-negative fields and strictly increasing ``keys``."""
+def _valid_prefix(keys, values, *, values_nondecreasing: bool = False):
+    """Length of the longest prefix with non-negative fields and strictly increasing ``keys`` (and, for a
+    time index, ``values`` that never decrease)."""
     n = len(keys)
     if n == 0:
         return 0
@@ -496,14 +497,16 @@ def _valid_prefix(keys, values):
         bad = (k < 0) | (v < 0)
         if n > 1:
             bad[1:] |= k[1:] <= k[:-1]
+            if values_nondecreasing:
+                bad[1:] |= v[1:] < v[:-1]
         idx = np.flatnonzero(bad)
         return int(idx[0]) if len(idx) else n
-    prev = None  # pragma: no cover - pure fallback
-    for i in range(n):  # pragma: no cover
+    for i in range(n):  # pragma: no cover - pure fallback
         k, v = keys[i], values[i]
-        if k < 0 or v < 0 or (prev is not None and k <= prev):
+        if k < 0 or v < 0:
             return i
-        prev = k
+        if i and (k <= keys[i - 1] or (values_nondecreasing and v < values[i - 1])):
+            return i
     return n  # pragma: no cover
 
 
@@ -516,7 +519,7 @@ class TimeIndex(_Index):
     def _parse(self, data):
         n_slots = len(data) // 12
         ts, rel = _be_columns(data, n_slots, ("q", "i"))
-        n = _time_valid_prefix(ts, rel)
+        n = _valid_prefix(ts, rel, values_nondecreasing=True)
         if n == 1 and ts[0] == 0 and rel[0] == 0 and n_slots > 1 and _all_zero(data):
             n = 0
         del ts[n:], rel[n:]
@@ -620,29 +623,6 @@ class TimeIndex(_Index):
 
     def __repr__(self):
         return f"TimeIndex({self.path!r}, base_offset={self.base_offset}, entries={self._n})"
-
-
-def _time_valid_prefix(ts, rel):
-    """Valid prefix of a time index: timestamps >= 0 strictly increasing, offsets >= 0 non-decreasing."""
-    n = len(ts)
-    if n == 0:
-        return 0
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover
-        np = None
-    if np is not None:
-        t = np.frombuffer(ts, dtype=np.int64)
-        r = np.frombuffer(rel, dtype=np.int32)
-        bad = (t < 0) | (r < 0)
-        if n > 1:
-            bad[1:] |= (t[1:] <= t[:-1]) | (r[1:] < r[:-1])
-        idx = np.flatnonzero(bad)
-        return int(idx[0]) if len(idx) else n
-    for i in range(n):  # pragma: no cover
-        if ts[i] < 0 or rel[i] < 0 or (i and (ts[i] <= ts[i - 1] or rel[i] < rel[i - 1])):
-            return i
-    return n  # pragma: no cover
 
 
 # ------------------------------------------------------------------------------------------ checkpoints

@@ -161,6 +161,24 @@ def test_non_abort_control_batch_of_the_producer_does_not_end_its_abort(codec, t
     assert offsets(ru(codec, log)) == [0, 1, 3, 5]
 
 
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_aborted_batch_straddling_the_lso_stays_pending(codec, compression):
+    """The LSO rule holds for a batch of an aborted transaction too: reaching past the LSO, it is kept
+    for the next chunk (nothing of it is returned either way), exactly as a visible batch is."""
+    log = data(codec, 0, 5, pid=P, epoch=0, seq=0, txn=True, compression=compression) + data(codec, 5, 1)
+    kw = dict(isolation=RC, aborted_transactions=[(P, 0)], last_stable_offset=2)
+    recs = codec.decode_records(log, **kw)
+    assert list(recs) == [] and recs.next_offset == 2
+    assert (recs.valid_bytes, recs.trailing_bytes) == (0, len(log))
+    meta = codec.decode_arrow(log, **kw).schema.metadata
+    assert (meta[b"next_offset"], meta[b"valid_bytes"], meta[b"trailing_bytes"]) == (b"2", b"0", str(len(log)).encode())
+    # once the LSO is past it, the aborted batch is consumed and the next one decoded
+    f = codec.ReadCommittedFilter([(P, 0)], isolation=RC, last_stable_offset=2)
+    assert list(f.feed(log)) == [] and f.pending_bytes == len(log)
+    f.last_stable_offset = 6
+    assert offsets(f.feed(b"")) == [5] and f.pending_bytes == 0
+
+
 # ---------------------------------------------------------------------------- Java's parse rules
 @pytest.mark.parametrize("key", [None, b"", b"\x00", b"\x00\x00\x00"])
 def test_control_key_shorter_than_4_bytes_is_invalid(codec, key):

@@ -1116,7 +1116,7 @@ cdef class ReadCommittedFilter:
         cdef RecordBatch legacy
         cdef int ctype
         cdef int64_t heap_first
-        cdef bint aborted_open
+        cdef bint aborted_open, aborted
         cdef int rc
         if self._committed and self.last_stable_offset is not None:
             limit = self.last_stable_offset
@@ -1150,6 +1150,7 @@ cdef class ReadCommittedFilter:
                 pos += size
                 consumed[0] = pos
                 continue
+            aborted = False
             check_v2_header(buf, pos, size, &h)
             if self._verify:
                 verify_v2_crc(buf, pos, size, &h)
@@ -1165,11 +1166,8 @@ cdef class ReadCommittedFilter:
                         self._aborted_pids.discard(h.producer_id)
                 elif (h.attributes & TRANSACTIONAL_FLAG_MASK) and self._aborted_pids \
                         and h.producer_id in self._aborted_pids:
-                    self._advance(min(last + 1, limit))  # an aborted batch: skipped whole
-                    pos += size
-                    consumed[0] = pos
-                    continue
-            if not (h.attributes & CONTROL_FLAG_MASK):
+                    aborted = True  # an aborted batch: none of its records, but the LSO rule below holds
+            if not aborted and not (h.attributes & CONTROL_FLAG_MASK):
                 decode_v2_batch(buf, pos, size, &h, out, cols, self._floor(), limit, self._max)
             self._advance(min(last + 1, limit))
             if last >= limit:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import pathlib
+import struct
 from collections import defaultdict
 
 import pytest
@@ -175,6 +176,45 @@ def test_lso_from_producer_snapshots(tmp_path, seed):
             used_for_aborted += partial
     assert used, "no partition had a usable snapshot"
     assert used_for_aborted, "no read rebuilt its aborted transactions from a snapshot"
+
+
+@pytest.mark.parametrize("seed", [5])
+def test_offsets_of_one_large_segment_come_from_its_index(tmp_path, seed):
+    """Kafka's default segments are 1 GiB: the log end offset is found from the batch of the last
+    ``.index`` entry on, and the LSO from the shutdown snapshot (taken at the log end, inside the segment)
+    replays from the indexed batch at or before it; neither reads the segment's headers from its start.
+    Same answers as a full replay; a last index entry that does not point at a batch (a stale or damaged
+    index) falls back to scanning the whole segment, with the same answers."""
+    root = tmp_path / "g"
+    m = generate(root, records=8_000, seed=seed, workers=0, segment_bytes=1 << 30, open_transactions=2,
+                 abort_ratio=0.3, batch_records=(5, 60), partitions=2)  # fmt: skip
+    checked = 0
+    for name, exp in m.partitions.items():
+        path = os.path.join(root, name)
+        with open_partition(path) as p:
+            if len(p.segments) != 1 or not any(f.endswith(".snapshot") for f in os.listdir(path)):
+                continue
+            seg = p.segments[0]
+            assert seg.offset_index.entry_count > 10, name
+            leo, lso = p.log_end_offset, p.last_stable_offset
+            assert (leo, lso) == (exp["log_end_offset"], exp["last_stable_offset"]), name
+            assert p._snapshot_replays, name
+            assert seg._headers is None and seg._scan is None, f"{name}: the whole segment was scanned"
+        with open_partition(path) as p:
+            p._replayed()  # the full replay decides the LSO instead
+            assert (p.log_end_offset, p.last_stable_offset) == (leo, lso), name
+        # point the last index entry 1 byte past its batch start: no batch there, so the whole segment is read
+        idx = pathlib.Path(path, "00000000000000000000.index")
+        good = idx.read_bytes()
+        n = len(good) // 8
+        rel, pos = struct.unpack_from(">ii", good, (n - 1) * 8)
+        idx.write_bytes(good[: (n - 1) * 8] + struct.pack(">ii", rel, pos + 1))
+        with open_partition(path) as p:
+            assert (p.log_end_offset, p.last_stable_offset) == (leo, lso), name
+            assert p.segments[0]._headers is not None, name
+        idx.write_bytes(good)
+        checked += 1
+    assert checked, "no partition had one segment and a snapshot"
 
 
 def test_reads_match_without_txnindex_files(generated, tmp_path):

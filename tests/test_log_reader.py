@@ -300,6 +300,143 @@ def test_arrow_equals_records(built, codec, isolation):
         assert table.column("offset").to_pylist() == [x.offset for x in built.expected()]
 
 
+# ------------------------------------------------------------------------------------ read-ahead, releasing
+def _read_everything(path, codec, **kw):
+    with open_partition(path, codec=codec) as p:
+        out = {}
+        for iso in ISOLATIONS:
+            for start, chunk in [(0, None), (0, 300), (41, 4096)]:
+                recs = list(p.read(start, isolation=iso, **kw))
+                t = p.read_table(start, isolation=iso, chunk_bytes=chunk, **kw)
+                out[iso, start, chunk] = (_tuples(recs), t.column("offset").to_pylist(), t.column("value").to_pylist())
+    return out
+
+
+def test_read_ahead_changes_nothing(built, codec, monkeypatch):
+    """The read-ahead thread (forced on for these small reads) maps pages in and nothing else: every read,
+    records and Arrow, any chunking, equals the same read without it; the compiled codec really
+    populated pages, the twin (which cannot without the GIL) stopped its thread after one try."""
+    from kafkatx.log import reader
+
+    monkeypatch.setattr(reader, "PREFETCH_MIN_BYTES", 1 << 62)
+    without = _read_everything(built.dir, codec)
+    calls = []
+    populate = codec.populate
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(codec, name)
+
+        @staticmethod
+        def populate(data, start=0, end=-1):
+            got = populate(data, start, end)
+            calls.append((end - start, got))
+            return got
+
+    monkeypatch.setattr(reader, "PREFETCH_MIN_BYTES", 0)
+    monkeypatch.setattr(reader._Prefetcher, "STEP", 512)  # many calls per segment
+    with_ = _read_everything(built.dir, Counting())
+    assert with_ == without
+    assert calls, "the read-ahead thread never ran"
+    if codec.BACKEND == "cython":
+        assert all(got for _n, got in calls)
+        logs = [os.path.join(built.dir, f) for f in os.listdir(built.dir) if f.endswith(".log")]
+        assert sum(n for n, _got in calls) >= sum(os.path.getsize(f) for f in logs)
+    else:
+        assert not any(got for _n, got in calls)
+
+
+def test_read_ahead_stops_with_an_abandoned_read(built, codec, monkeypatch):
+    """A read dropped half-way, or its partition closed under it, ends its read-ahead thread (nothing hangs,
+    nothing is raised, no thread is left behind)."""
+    import threading
+
+    from kafkatx.log import reader
+
+    monkeypatch.setattr(reader, "PREFETCH_MIN_BYTES", 0)
+    monkeypatch.setattr(reader._Prefetcher, "STEP", 64)
+    p = open_partition(built.dir, codec=codec)
+    r = p.read(format="arrow", chunk_bytes=64)
+    next(r)
+    r.close()
+    r = p.read(chunk_bytes=64)
+    next(r)
+    p.close()
+    del r
+    import gc
+
+    gc.collect()
+    reader.wait_for_release()
+    assert not [t for t in threading.enumerate() if t.name == "kafkatx-log-prefetch"]
+
+
+def test_close_unmaps_in_the_background(built, codec):
+    """``close`` hands the maps over; wait_for_release returns once every one is unmapped and its file
+    closed.  A partition read again after closing maps its segments afresh."""
+    from kafkatx.log import wait_for_release
+
+    p = open_partition(built.dir, codec=codec)
+    want = _tuples(p.read())
+    maps = [(s.mmap, s._file) for s in p.segments if s.size]
+    assert maps and not any(m.closed for m, _f in maps)
+    p.close()
+    wait_for_release()
+    assert all(m.closed and f.closed for m, f in maps)
+    assert all(s._mmap is None for s in p.segments)
+    assert _tuples(p.read()) == want
+    p.close()
+    wait_for_release()
+
+
+def test_release_in_a_forked_child(built, codec):
+    """A child forked while the release thread exists (Spark's Python workers fork) gets a thread of its
+    own: reading, closing and waiting for the release there does not hang."""
+    import multiprocessing as mp
+
+    from kafkatx.log import wait_for_release
+
+    with open_partition(built.dir, codec=codec) as p:
+        want = len(list(p.read()))
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    child = ctx.Process(target=_child_reads, args=(built.dir, codec.BACKEND, q))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0, "the child hung or failed"
+    assert q.get(timeout=5) == want
+    wait_for_release()
+
+
+def _child_reads(path, backend, q):
+    from conftest import load_backend
+    from kafkatx.log import wait_for_release
+
+    with open_partition(path, codec=load_backend(backend)) as p:
+        n = len(list(p.read()))
+    wait_for_release()
+    q.put(n)
+
+
+def test_populate_is_a_hint_only(codec, tmp_path):
+    """populate on any buffer (bytes, bytearray, a file map, a slice of a map) leaves it unchanged and
+    returns whether the kernel populated the pages; bounds are clipped, not errors."""
+    import mmap
+
+    data = bytes(range(256)) * 4096
+    f = tmp_path / "seg.log"
+    f.write_bytes(data)
+    with open(f, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        for buf, start, end in [(m, 0, -1), (m, 4095, 8193), (m, 10, 5), (m, -5, 1 << 40), (data, 0, -1),
+                                (bytearray(data), 3, 100), (memoryview(m)[4096:], 0, -1)]:  # fmt: skip
+            got = codec.populate(buf, start, end)
+            assert got is (codec.BACKEND == "cython"), (type(buf), start, end)
+            if isinstance(buf, memoryview):
+                buf.release()
+        assert m[:] == data
+    with pytest.raises(TypeError):
+        codec.populate("not a buffer")
+
+
 def test_batches_format_is_the_raw_fetch(built, codec):
     with open_partition(built.dir, codec=codec) as p:
         r = p.read(format="batches")

@@ -11,6 +11,9 @@ cdef extern from "copy.h" nogil:
     void kx_copy(unsigned char *dst, const unsigned char *src, size_t n)
     int kx_is_ascii(const unsigned char *p, size_t n)
 
+cdef extern from "populate.h" nogil:
+    int kx_populate(const unsigned char *p, size_t n)
+
 cdef extern from "record.h" nogil:
     ctypedef enum RecErr:
         E_PREMATURE_EOF

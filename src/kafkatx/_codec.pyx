@@ -127,6 +127,28 @@ def crc32c(data, uint32_t crc=0):
     return c
 
 
+def populate(data, Py_ssize_t start=0, Py_ssize_t end=-1):
+    """Map the pages of ``data[start:end]`` in ahead of use (``end=-1``: to the end), without the GIL.
+
+    For memory-mapped segments: ``MADV_POPULATE_READ`` on Linux, otherwise one byte read per page.  A hint
+    only: nothing about ``data`` changes.  Returns True if the kernel populated the range."""
+    cdef Py_buffer view
+    cdef int got
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        if end < 0 or end > view.len:
+            end = view.len
+        if start < 0:
+            start = 0
+        if start >= end:
+            return True
+        with nogil:
+            got = kx_populate(<const unsigned char *>view.buf + start, <size_t>(end - start))
+    finally:
+        PyBuffer_Release(&view)
+    return got == 1
+
+
 # ---------------------------------------------------------------------------------------- sequences
 cdef inline int32_t _wrap(uint32_t x) noexcept nogil:
     return <int32_t>x  # Java int arithmetic: modulo 2^32, done unsigned so C has no overflow

@@ -80,6 +80,25 @@ for _n in range(256):
 _CRC32C_TABLE = tuple(_CRC32C_TABLE)
 
 
+def populate(data, start: int = 0, end: int = -1) -> bool:
+    """The compiled ``populate`` maps pages in without the GIL; pure Python cannot without holding it, so
+    here a memory-mapped ``data`` only gets ``MADV_WILLNEED`` (the kernel reads the file ahead) and
+    anything else nothing.  A hint only: nothing about ``data`` changes.  Returns False (not populated)."""
+    import mmap
+
+    with memoryview(data) as view:  # (a TypeError for what is not a buffer, as in the compiled codec)
+        n = view.nbytes
+    end = n if end < 0 or end > n else end
+    start = max(start, 0)
+    if start < end and isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_WILLNEED") and not data.closed:
+        aligned = start - start % mmap.PAGESIZE
+        try:
+            data.madvise(mmap.MADV_WILLNEED, aligned, end - aligned)
+        except (OSError, ValueError):
+            pass
+    return False
+
+
 def crc32c(data, crc: int = 0) -> int:
     """CRC-32C (Castagnoli) of a bytes-like object; pass a previous result as ``crc`` to continue it."""
     table = _CRC32C_TABLE

@@ -44,6 +44,7 @@ from .reader import (
     open_log_dir,
     open_partition,
     parse_partition_dir_name,
+    wait_for_release,
 )
 
 from .writer import (
@@ -92,6 +93,7 @@ __all__ = [
     "open_log_dir",
     "open_partition",
     "parse_partition_dir_name",
+    "wait_for_release",
     "AppendInfo",
     "LogClosedError",
     "LogWriterError",

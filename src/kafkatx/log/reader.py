@@ -14,7 +14,9 @@ Offsets of a partition
 * ``log_start_offset``: the ``log-start-offset-checkpoint`` entry if present (never below the first
   segment's base offset), else the first segment's base offset.
 * ``log_end_offset``: one past the last offset of the last complete batch of the last segment (the
-  last segment's base offset if it has none).
+  last segment's base offset if it has none).  As a broker finds it, the headers are scanned from the
+  batch of the segment's last ``.index`` entry on (checked as in Seeking below; the whole segment if
+  the entry is not usable), so a 1 GiB active segment is not read from its start.
 * ``high_watermark``: the ``replication-offset-checkpoint`` entry if present, capped at the log end;
   else the log end.
 * ``last_stable_offset``: Kafka's ``min(first unstable offset, high watermark)``.  The first unstable
@@ -25,7 +27,8 @@ Offsets of a partition
   (an empty control batch or one without an open transaction changes nothing, as in
   ``ProducerAppendInfo``).  As a broker restores its state, the replay starts from the newest producer
   ``.snapshot`` whose offset lies between the first segment's base offset and the high watermark (its
-  open transactions, ``current_txn_first_offset``) and covers only the segments from there on; without
+  open transactions, ``current_txn_first_offset``) and covers only the log from there on (from the
+  indexed batch at or before the snapshot's offset: a shutdown snapshot lies inside the active segment); without
   a usable snapshot (none, or a damaged one) every segment is replayed.  ``open_transactions`` and the
   ``"replay"`` source of aborted transactions always replay every segment.
 
@@ -64,6 +67,15 @@ because a transaction may start segments before its ABORT marker).  The per-segm
   entry by entry (they depend on producer state from before the log start once retention deleted
   segments), but a wrong one that changes what the read collects is caught by the second comparison.
 
+Memory maps
+-----------
+Segments are memory-mapped read-only when first used.  A read of ``PREFETCH_MIN_BYTES`` or more (4 MiB)
+starts a read-ahead thread that maps the pages of the segments it will decode in ahead of the decoder
+(``MADV_POPULATE_READ``, without the GIL; up to ``PREFETCH_LEAD`` bytes of later segments): page faults
+on a mapped file otherwise cost about as much as decoding the bytes.  The thread ends with the read.
+Closing a partition hands its maps to a background thread that unmaps them (tearing down the page
+tables of a read segment costs about a quarter of reading it); :func:`wait_for_release` waits for that.
+
 Damaged files
 -------------
 * A segment cut mid-write (crashed broker): every complete batch is read, and the cut is reported in
@@ -88,6 +100,7 @@ from __future__ import annotations
 import mmap as _mmap
 import os
 import re
+import threading
 from bisect import bisect_left, bisect_right
 from typing import NamedTuple
 
@@ -123,6 +136,9 @@ __all__ = [
     "DEFAULT_CHUNK_BYTES",
 ]
 
+_MAX_OFFSET = (1 << 63) - 1
+PREFETCH_MIN_BYTES = 4 << 20  # reads smaller than this map their pages in as they decode them
+PREFETCH_LEAD = 64 << 20  # read-ahead: log bytes of the segments after the one being read
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024  # log bytes decoded per feed (one Arrow batch at most per chunk)
 
 _TRANSACTIONAL = 0x10
@@ -284,6 +300,7 @@ class Segment:
         self._txn_entries = None
         self._scan = None
         self._headers = None
+        self._tail = None
 
     def __repr__(self):
         return f"Segment(base_offset={self.base_offset}, size={self.size}, path={self.log_path!r})"
@@ -352,6 +369,45 @@ class Segment:
         if self._headers is None:
             self._headers = self._scan_from(0, verify_crc=False)
         return self._headers
+
+    def tail(self) -> _Scan:
+        """Batch headers from the batch of the last ``.index`` entry to the end of the segment (cached; the
+        whole segment's if its headers are known or it has no usable index): what the log end offset needs,
+        found as a broker finds it, without reading a large segment from its start."""
+        if self._scan is not None:
+            return self._scan
+        if self._headers is not None:
+            return self._headers
+        if self._tail is None:
+            pos = self.seek(_MAX_OFFSET)
+            self._tail = self._scan_from(pos, verify_crc=False) if pos else self.headers()
+        return self._tail
+
+    def headers_from(self, offset: int) -> _Scan:
+        """Batch headers from the batch the ``.index`` gives for ``offset`` on (the whole segment's if known,
+        or if the index has nothing before ``offset``); CRCs not checked, as for :meth:`headers`."""
+        if self._scan is not None:
+            return self._scan
+        if self._headers is not None:
+            return self._headers
+        pos = self.seek(offset) if offset > self.base_offset else 0
+        return self._scan_from(pos, verify_crc=False) if pos else self.headers()
+
+    def prefetch_end(self, upper: int) -> int:
+        """A file position past every batch holding an offset below ``upper`` (the size of the file unless
+        the ``.index`` shows a batch further on), mapping the file: how far a read up to ``upper`` goes."""
+        m = self.mmap
+        if not self.has_offset_index or upper >= _MAX_OFFSET:
+            return len(m)
+        try:
+            idx = self.offset_index
+        except (OSError, KafkaTxError):
+            return len(m)
+        # entries are (last offset of a batch, its position): the batch holding upper - 1 is the one of the
+        # first entry at or above it or an earlier one, and it ends where the entry after that one starts
+        rel = upper - 1 - self.base_offset
+        slot = bisect_left(idx._rel, rel) + 1 if 0 <= rel < (1 << 31) else len(idx)
+        return idx._pos[slot] if slot < len(idx) and 0 < idx._pos[slot] <= len(m) else len(m)
 
     def _scan_from(self, position: int, verify_crc: bool | None = None) -> _Scan:
         data = self.mmap
@@ -448,14 +504,10 @@ class Segment:
         self._mmap = None
         self._scan = None
         self._headers = None
-        if isinstance(m, _mmap.mmap):
-            try:
-                m.close()
-            except BufferError:  # batches handed out still view the map; the GC unmaps it later
-                pass
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._tail = None
+        f, self._file = self._file, None
+        if isinstance(m, _mmap.mmap) or f is not None:
+            _RELEASER.release(m if isinstance(m, _mmap.mmap) else None, f)
 
 
 # ------------------------------------------------------------------------------------------ state replay
@@ -476,8 +528,9 @@ def _replay(segments, codec, high_watermark: int, open_txns: dict | None = None,
     opened_at: dict[int, tuple] = {}  # producer id -> (segment, position, size) of its open transaction's start
     unreplicated_first = None
     per_segment = []
-    for seg in segments:
-        sc = seg.headers()
+    for k, seg in enumerate(segments):
+        # replaying from a snapshot: its segment from the indexed batch at or before the snapshot offset
+        sc = seg.headers_from(from_offset) if k == 0 and from_offset is not None else seg.headers()
         out = []
         n = len(sc)
         if n:
@@ -538,6 +591,144 @@ def _replay(segments, codec, high_watermark: int, open_txns: dict | None = None,
     if unreplicated_first is not None:
         candidates.append(unreplicated_first)
     return _TxnScan(per_segment, dict(open_), min(candidates) if candidates else None)
+
+
+# ------------------------------------------------------------------------------------------ releasing maps
+def _close_map(m, f):
+    if m is not None:
+        try:
+            m.close()
+        except BufferError:  # batches handed out still view the map; the GC unmaps it later
+            pass
+    if f is not None:
+        f.close()
+
+
+class _Releaser:
+    """Unmaps closed segments on a background thread.  Unmapping a segment that was read costs about a
+    quarter of reading it (every page-table entry of the map is torn down; ``mmap.close`` runs without
+    the GIL), so ``Segment.close`` hands its map and file here and returns: the caller goes on while they
+    are released.  :meth:`wait` blocks until everything handed over is released.  Off POSIX (where an
+    open map keeps its file from being deleted or replaced) maps are closed at once."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._pending: list = []
+        self._busy = False
+        self._thread = None
+
+    def release(self, m, f):
+        if os.name != "posix":
+            _close_map(m, f)
+            return
+        with self._cond:
+            self._pending.append((m, f))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="kafkatx-log-release", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _run(self):
+        cond = self._cond
+        while True:
+            with cond:
+                while not self._pending:
+                    self._busy = False
+                    cond.notify_all()
+                    cond.wait()
+                m, f = self._pending.pop(0)
+                self._busy = True
+            try:
+                _close_map(m, f)
+            except Exception:  # pragma: no cover - closing a read-only map or file does not fail
+                pass
+
+    def wait(self):
+        """Block until every map handed over so far is unmapped."""
+        with self._cond:
+            while self._pending or self._busy:
+                self._cond.wait()
+
+    def after_fork_in_child(self):
+        """A forked child has none of its parent's threads: start afresh, closing what was pending."""
+        pending, self._pending = self._pending, []
+        self._cond = threading.Condition()
+        self._thread = None
+        self._busy = False
+        for m, f in pending:
+            _close_map(m, f)
+
+
+_RELEASER = _Releaser()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_RELEASER.after_fork_in_child)
+
+
+def wait_for_release():
+    """Block until the memory maps of every closed segment are unmapped (``close`` returns before that;
+    see :class:`_Releaser`)."""
+    _RELEASER.wait()
+
+
+# ------------------------------------------------------------------------------------------ read-ahead
+class _Prefetcher:
+    """Maps the pages of byte ranges of memory-mapped segments in on a background thread, in the order they
+    are queued, ahead of the decoder that follows (a page fault on a mapped file costs about as much as
+    decoding the page; ``populate`` of the compiled codec runs without the GIL).  Only a hint: the decoder
+    reads the same bytes whether or not the thread got there first.  The thread starts once
+    ``PREFETCH_MIN_BYTES`` are queued and ends with :meth:`close` (or by itself when the codec cannot
+    populate: the pure-Python one)."""
+
+    STEP = 4 << 20  # bytes per populate call: the GIL is taken back between calls
+
+    def __init__(self, codec):
+        self._populate = getattr(codec, "populate", None)
+        self._cond = threading.Condition()
+        self._queue: list = []  # (mmap, start, end)
+        self._queued = 0
+        self._closed = False
+        self._thread = None
+
+    def add(self, segment, start: int, end: int):
+        m = segment._mmap
+        if self._populate is None or self._closed or end <= start or not isinstance(m, _mmap.mmap):
+            return
+        with self._cond:
+            self._queue.append((m, start, end))
+            self._queued += end - start
+            self._cond.notify()
+            if self._thread is None and self._queued >= PREFETCH_MIN_BYTES:
+                self._thread = threading.Thread(target=self._run, name="kafkatx-log-prefetch", daemon=True)
+                self._thread.start()
+
+    def _run(self):
+        populate = self._populate
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                m, a, b = self._queue[0]
+                n = min(self.STEP, b - a)
+                if a + n >= b:
+                    self._queue.pop(0)
+                else:
+                    self._queue[0] = (m, a + n, b)
+            try:
+                if not populate(m, a, a + n):
+                    return  # this codec cannot populate pages: nothing to gain
+            except (ValueError, BufferError, OSError):
+                pass  # the map was closed meanwhile: the next range may still be open
+
+    def close(self):
+        with self._cond:
+            self._closed = True
+            self._queue.clear()
+            self._cond.notify()
+        t, self._thread = self._thread, None
+        if t is not None:
+            t.join()
 
 
 # ------------------------------------------------------------------------------------------ read result
@@ -610,12 +801,28 @@ class LogRead:
         )
         np = _np()
         first = True
-        for seg in self._segments():
+        self._prefetch = _Prefetcher(codec)
+        try:
+            yield from self._segments_loop(filt, start, upper, np, first)
+        finally:
+            self._prefetch.close()
+        if self.format != "batches":
+            if filt.next_offset is not None and filt.next_offset > self.next_offset:
+                self.next_offset = filt.next_offset
+
+    def _segments_loop(self, filt, start, upper, np, first):
+        segs = list(self._segments())
+        ahead = 0  # segments [0, ahead) are queued for read-ahead
+        for i, seg in enumerate(segs):
             row0 = 0
+            pos0 = 0
+            if seg._scan is None and first and start > seg.base_offset:
+                pos0 = seg.seek(start, self.warnings)
+            if self.format != "batches":
+                ahead = self._read_ahead(segs, i, ahead, pos0, upper)
             if seg._scan is not None:
                 sc = seg._scan  # headers already known (the LSO replay scans every segment)
             else:
-                pos0 = seg.seek(start, self.warnings) if first and start > seg.base_offset else 0
                 # seeking: headers from the indexed position on only
                 sc = seg._scan_from(pos0, verify_crc=False) if pos0 else seg.headers()
             first = False
@@ -646,9 +853,22 @@ class LogRead:
                 break  # the upper bound lies in this segment
         if self.format == "arrow":
             yield from self._flush(filt)
-        if self.format != "batches":
-            if filt.next_offset is not None and filt.next_offset > self.next_offset:
-                self.next_offset = filt.next_offset
+
+    def _read_ahead(self, segs, i, ahead, pos0, upper) -> int:
+        """Queue segment ``i`` (from ``pos0``) and the segments after it, up to ``PREFETCH_LEAD`` bytes, for
+        the read-ahead thread, before segment ``i``'s headers are scanned; returns the new ``ahead``."""
+        if ahead <= i:
+            seg = segs[i]
+            self._prefetch.add(seg, pos0, seg.prefetch_end(upper))
+            ahead = i + 1
+        lead = sum(s.size for s in segs[i + 1 : ahead])
+        while ahead < len(segs) and lead < PREFETCH_LEAD:
+            seg = segs[ahead]
+            end = seg.prefetch_end(upper)
+            self._prefetch.add(seg, 0, end)
+            lead += end
+            ahead += 1
+        return ahead
 
     def _chunks(self, sc, lo, hi):
         """Row ranges of at most ``chunk_bytes`` log bytes (at least one batch each)."""
@@ -785,7 +1005,7 @@ class Partition:
         if not self.segments:
             return self._lso_checkpoint or 0
         last = self.segments[-1]
-        sc = last.headers()
+        sc = last.tail()
         # an empty active segment (just rolled, or cut before its first batch): the log end is its base
         return sc.last_offset[len(sc) - 1] + 1 if len(sc) else last.base_offset
 
@@ -1010,6 +1230,8 @@ class Partition:
 
     # -- lifecycle
     def close(self):
+        """Close every segment.  Their memory maps are unmapped on a background thread (returning before
+        that; :func:`wait_for_release` waits for it)."""
         for seg in self.segments:
             seg.close()
 

@@ -1,0 +1,53 @@
+/*
+ * populate.h -- map the pages of a memory-mapped file in ahead of use.
+ *
+ * A page fault on a memory-mapped segment costs about as much as decoding the
+ * bytes of that page, so the log reader maps the pages of a read in from a
+ * background thread while the decoder works behind it.  On Linux 5.14 and
+ * later MADV_POPULATE_READ does that in one call (and reads the file in if it
+ * is not cached, as a fault would, reporting an error instead of raising
+ * SIGBUS); elsewhere one byte of every page is read.  The caller holds a
+ * buffer export for [p, p + n) and need not hold the GIL.
+ */
+#ifndef KAFKATX_POPULATE_H
+#define KAFKATX_POPULATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__linux__)
+#  include <sys/mman.h>
+#  include <unistd.h>
+#  ifndef MADV_POPULATE_READ
+#    define MADV_POPULATE_READ 22
+#  endif
+#endif
+
+#define KX_TOUCH_STRIDE 4096
+
+/* Returns 1 if the kernel populated the range, 0 if the pages were touched instead. */
+static int kx_populate(const unsigned char *p, size_t n)
+{
+    volatile unsigned char sink = 0;
+    size_t i;
+    if (n == 0)
+        return 1;
+#if defined(__linux__)
+    {
+        long ps = sysconf(_SC_PAGESIZE);
+        if (ps > 0) {
+            uintptr_t start = (uintptr_t)p & ~((uintptr_t)ps - 1);
+            size_t len = (size_t)((uintptr_t)p + n - start);
+            if (madvise((void *)start, len, MADV_POPULATE_READ) == 0)
+                return 1;
+        }
+    }
+#endif
+    for (i = 0; i < n; i += KX_TOUCH_STRIDE)
+        sink ^= p[i];
+    sink ^= p[n - 1];
+    (void)sink;
+    return 0;
+}
+
+#endif /* KAFKATX_POPULATE_H */

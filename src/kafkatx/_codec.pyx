@@ -149,6 +149,44 @@ def populate(data, Py_ssize_t start=0, Py_ssize_t end=-1):
     return got == 1
 
 
+def populate_many(items):
+    """``populate`` for a list of ``(data, start, end)`` with the GIL released once for all of them (a
+    thread populating many small maps would otherwise wait for the GIL between every two).  Items whose
+    buffer cannot be had (a closed map) are skipped.  Returns how many non-empty ranges the kernel populated."""
+    cdef list todo = list(items)
+    cdef Py_ssize_t n = len(todo), k, got = 0, a, b
+    cdef Py_buffer *views = <Py_buffer *>malloc((n if n else 1) * sizeof(Py_buffer))
+    cdef Py_ssize_t *ranges = <Py_ssize_t *>malloc((n if n else 1) * 2 * sizeof(Py_ssize_t))
+    cdef char *held = <char *>malloc(n if n else 1)
+    if views == NULL or ranges == NULL or held == NULL:
+        free(views); free(ranges); free(held)
+        raise MemoryError()
+    try:
+        for k in range(n):
+            held[k] = 0
+            data, a, b = todo[k]
+            try:
+                PyObject_GetBuffer(data, &views[k], PyBUF_SIMPLE)
+            except (ValueError, BufferError):
+                continue
+            held[k] = 1
+            if b < 0 or b > views[k].len:
+                b = views[k].len
+            ranges[2 * k] = a if a > 0 else 0
+            ranges[2 * k + 1] = b
+        with nogil:
+            for k in range(n):
+                if held[k] and ranges[2 * k] < ranges[2 * k + 1]:
+                    got += kx_populate(<const unsigned char *>views[k].buf + ranges[2 * k],
+                                       <size_t>(ranges[2 * k + 1] - ranges[2 * k]))
+    finally:
+        for k in range(n):
+            if held[k]:
+                PyBuffer_Release(&views[k])
+        free(views); free(ranges); free(held)
+    return got
+
+
 # ---------------------------------------------------------------------------------------- sequences
 cdef inline int32_t _wrap(uint32_t x) noexcept nogil:
     return <int32_t>x  # Java int arithmetic: modulo 2^32, done unsigned so C has no overflow

@@ -99,6 +99,17 @@ def populate(data, start: int = 0, end: int = -1) -> bool:
     return False
 
 
+def populate_many(items) -> int:
+    """``populate`` for each ``(data, start, end)``; items whose buffer cannot be had are skipped.
+    Returns how many were populated (none here)."""
+    for data, start, end in list(items):
+        try:
+            populate(data, start, end)
+        except (ValueError, BufferError):
+            pass
+    return 0
+
+
 def crc32c(data, crc: int = 0) -> int:
     """CRC-32C (Castagnoli) of a bytes-like object; pass a previous result as ``crc`` to continue it."""
     table = _CRC32C_TABLE

@@ -137,6 +137,7 @@ __all__ = [
 ]
 
 _MAX_OFFSET = (1 << 63) - 1
+_NUMPY_MIN_ROWS = 64  # columns of batch headers shorter than this are checked in Python (numpy's call cost)
 PREFETCH_MIN_BYTES = 4 << 20  # reads smaller than this map their pages in as they decode them
 PREFETCH_LEAD = 64 << 20  # read-ahead: log bytes of the segments after the one being read
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024  # log bytes decoded per feed (one Arrow batch at most per chunk)
@@ -428,7 +429,7 @@ class Segment:
         if not n:
             return
         base, last = sc.base_offset, sc.last_offset
-        np = _np()
+        np = _np() if n > _NUMPY_MIN_ROWS else None
         if np is not None:
             b = np.frombuffer(base, dtype=np.int64)
             la = np.frombuffer(last, dtype=np.int64)
@@ -438,7 +439,7 @@ class Segment:
                 bad2 = np.flatnonzero(b[1:] <= la[:-1])
                 if len(bad2) and (row < 0 or int(bad2[0]) + 1 < row):
                     row = int(bad2[0]) + 1
-        else:  # pragma: no cover
+        else:
             row = -1
             for i in range(n):
                 if last[i] < base[i] or (i and base[i] <= last[i - 1]):
@@ -528,23 +529,23 @@ def _replay(segments, codec, high_watermark: int, open_txns: dict | None = None,
     opened_at: dict[int, tuple] = {}  # producer id -> (segment, position, size) of its open transaction's start
     unreplicated_first = None
     per_segment = []
+    # (no read-ahead thread here: its GIL hand-offs slow this Python loop more than the faults it saves;
+    # the read that follows has one)
     for k, seg in enumerate(segments):
+        from_snapshot = k == 0 and from_offset is not None
         # replaying from a snapshot: its segment from the indexed batch at or before the snapshot offset
-        sc = seg.headers_from(from_offset) if k == 0 and from_offset is not None else seg.headers()
+        sc = seg.headers_from(from_offset) if from_snapshot else seg.headers()
         out = []
         n = len(sc)
         if n:
-            if np is not None:
+            if np is not None and n > _NUMPY_MIN_ROWS:
                 attrs = np.frombuffer(sc.attributes, dtype=np.int16)
                 magic = np.frombuffer(sc.magic, dtype=np.int8)
                 pids = np.frombuffer(sc.producer_id, dtype=np.int64)
                 rows = np.flatnonzero(((attrs & _TRANSACTIONAL) != 0) & (magic >= 2) & (pids >= 0)).tolist()
-            else:  # pragma: no cover
-                rows = [
-                    i
-                    for i in range(n)
-                    if sc.attributes[i] & _TRANSACTIONAL and sc.magic[i] >= 2 and sc.producer_id[i] >= 0
-                ]
+            else:
+                a_col, m_col, p_col = sc.attributes, sc.magic, sc.producer_id
+                rows = [i for i in range(n) if a_col[i] & _TRANSACTIONAL and m_col[i] >= 2 and p_col[i] >= 0]
             base, pid_col, attr_col = sc.base_offset, sc.producer_id, sc.attributes
             for i in rows:
                 pid = pid_col[i]
@@ -679,15 +680,37 @@ class _Prefetcher:
     ``PREFETCH_MIN_BYTES`` are queued and ends with :meth:`close` (or by itself when the codec cannot
     populate: the pure-Python one)."""
 
-    STEP = 4 << 20  # bytes per populate call: the GIL is taken back between calls
+    STEP = 16 << 20  # bytes per populate call: the GIL is taken back between calls
 
-    def __init__(self, codec):
-        self._populate = getattr(codec, "populate", None)
+    def __init__(self, codec, segments, upper: int = _MAX_OFFSET):
+        self._populate = getattr(codec, "populate_many", None)
         self._cond = threading.Condition()
         self._queue: list = []  # (mmap, start, end)
         self._queued = 0
         self._closed = False
         self._thread = None
+        self._segs = segments  # the segments to be read, in order; the last one up to ``upper``
+        self._upper = upper
+        self._ahead = 0  # segments [0, _ahead) are queued
+        self._lead = 0  # bytes of the queued segments after the one being read
+
+    def reached(self, i: int, pos0: int | None = 0):
+        """Segment ``i`` is about to be read from ``pos0`` (None: from a position not known here, so it is
+        not queued): queue it unless it is, and the segments after it up to ``PREFETCH_LEAD`` bytes."""
+        segs, last = self._segs, len(self._segs) - 1
+        if self._ahead <= i:
+            if pos0 is not None:
+                seg = segs[i]
+                self.add(seg, pos0, seg.prefetch_end(self._upper) if i == last else len(seg.mmap))
+            self._ahead = i + 1
+            self._lead = 0
+        else:
+            self._lead -= segs[i].size  # (queued in full as a later segment)
+        while self._ahead < len(segs) and self._lead < PREFETCH_LEAD:
+            seg = segs[self._ahead]
+            self.add(seg, 0, seg.prefetch_end(self._upper) if self._ahead == last else len(seg.mmap))
+            self._lead += seg.size
+            self._ahead += 1
 
     def add(self, segment, start: int, end: int):
         m = segment._mmap
@@ -704,23 +727,23 @@ class _Prefetcher:
     def _run(self):
         populate = self._populate
         while True:
+            batch, size = [], 0  # up to STEP bytes, maybe of several maps, in one call (one GIL hand-off)
             with self._cond:
                 while not self._queue and not self._closed:
                     self._cond.wait()
                 if self._closed:
                     return
-                m, a, b = self._queue[0]
-                n = min(self.STEP, b - a)
-                if a + n >= b:
-                    self._queue.pop(0)
-                else:
-                    self._queue[0] = (m, a + n, b)
-            try:
-                if not populate(m, a, a + n):
-                    return  # this codec cannot populate pages: nothing to gain
-            except (ValueError, BufferError, OSError):
-                pass  # the map was closed meanwhile: the next range may still be open
-
+                while self._queue and size < self.STEP:
+                    m, a, b = self._queue[0]
+                    n = min(self.STEP - size, b - a)
+                    if a + n >= b:
+                        self._queue.pop(0)
+                    else:
+                        self._queue[0] = (m, a + n, b)
+                    batch.append((m, a, a + n))
+                    size += n
+            if not populate(batch):
+                return  # this codec cannot populate pages: nothing to gain
     def close(self):
         with self._cond:
             self._closed = True
@@ -801,25 +824,24 @@ class LogRead:
         )
         np = _np()
         first = True
-        self._prefetch = _Prefetcher(codec)
+        segs = list(self._segments())
+        self._prefetch = _Prefetcher(codec, segs if self.format != "batches" else [], upper)
         try:
-            yield from self._segments_loop(filt, start, upper, np, first)
+            yield from self._segments_loop(segs, filt, start, upper, np, first)
         finally:
             self._prefetch.close()
         if self.format != "batches":
             if filt.next_offset is not None and filt.next_offset > self.next_offset:
                 self.next_offset = filt.next_offset
 
-    def _segments_loop(self, filt, start, upper, np, first):
-        segs = list(self._segments())
-        ahead = 0  # segments [0, ahead) are queued for read-ahead
+    def _segments_loop(self, segs, filt, start, upper, np, first):
         for i, seg in enumerate(segs):
             row0 = 0
             pos0 = 0
             if seg._scan is None and first and start > seg.base_offset:
                 pos0 = seg.seek(start, self.warnings)
             if self.format != "batches":
-                ahead = self._read_ahead(segs, i, ahead, pos0, upper)
+                self._prefetch.reached(i, pos0)
             if seg._scan is not None:
                 sc = seg._scan  # headers already known (the LSO replay scans every segment)
             else:
@@ -853,22 +875,6 @@ class LogRead:
                 break  # the upper bound lies in this segment
         if self.format == "arrow":
             yield from self._flush(filt)
-
-    def _read_ahead(self, segs, i, ahead, pos0, upper) -> int:
-        """Queue segment ``i`` (from ``pos0``) and the segments after it, up to ``PREFETCH_LEAD`` bytes, for
-        the read-ahead thread, before segment ``i``'s headers are scanned; returns the new ``ahead``."""
-        if ahead <= i:
-            seg = segs[i]
-            self._prefetch.add(seg, pos0, seg.prefetch_end(upper))
-            ahead = i + 1
-        lead = sum(s.size for s in segs[i + 1 : ahead])
-        while ahead < len(segs) and lead < PREFETCH_LEAD:
-            seg = segs[ahead]
-            end = seg.prefetch_end(upper)
-            self._prefetch.add(seg, 0, end)
-            lead += end
-            ahead += 1
-        return ahead
 
     def _chunks(self, sc, lo, hi):
         """Row ranges of at most ``chunk_bytes`` log bytes (at least one batch each)."""

@@ -288,11 +288,10 @@ class Segment:
         self.directory = directory
         self.verify_crc = verify_crc
         self.base_offset = base_offset
+        # the other files' paths and the .log's size are looked up when first needed: a partition of
+        # thousands of segments opens without a stat per segment (a tail read touches only the last ones)
         self.log_path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
-        self.index_path = os.path.join(directory, segment_file_name(base_offset, INDEX_SUFFIX))
-        self.time_index_path = os.path.join(directory, segment_file_name(base_offset, TIME_INDEX_SUFFIX))
-        self.txn_index_path = os.path.join(directory, segment_file_name(base_offset, TXN_INDEX_SUFFIX))
-        self.size = os.path.getsize(self.log_path)
+        self._size = None
         self._codec = codec if codec is not None else _default_codec()
         self._mmap = None
         self._file = None
@@ -305,6 +304,25 @@ class Segment:
 
     def __repr__(self):
         return f"Segment(base_offset={self.base_offset}, size={self.size}, path={self.log_path!r})"
+
+    @property
+    def size(self) -> int:
+        """Bytes of the ``.log`` (read when first needed, then fixed: the map covers that many)."""
+        if self._size is None:
+            self._size = os.path.getsize(self.log_path)
+        return self._size
+
+    @property
+    def index_path(self) -> str:
+        return os.path.join(self.directory, segment_file_name(self.base_offset, INDEX_SUFFIX))
+
+    @property
+    def time_index_path(self) -> str:
+        return os.path.join(self.directory, segment_file_name(self.base_offset, TIME_INDEX_SUFFIX))
+
+    @property
+    def txn_index_path(self) -> str:
+        return os.path.join(self.directory, segment_file_name(self.base_offset, TXN_INDEX_SUFFIX))
 
     @property
     def has_txn_index(self) -> bool:
@@ -979,20 +997,24 @@ class Partition:
         self.codec = codec if codec is not None else _default_codec()
         self.verify_crc = verify_crc
         self.warnings: list[str] = []
-        bases = []
+        bases, snapshots = [], []
         for name in sorted(os.listdir(self.path)):
             m = _SEGMENT_LOG_RE.match(name)
             if m:
                 bases.append(int(m.group(1)))
             elif name.endswith(".swap"):
                 self.warnings.append(f"{os.path.join(self.path, name)}: an unfinished segment swap (ignored)")
+            elif name.endswith(".snapshot"):
+                stem = name[: -len(".snapshot")]
+                if len(stem) == 20 and stem.isdigit():
+                    snapshots.append(int(stem))
         bases.sort()
         self.segments: list[Segment] = [Segment(self.path, b, codec=self.codec, verify_crc=verify_crc) for b in bases]
         self._hw_checkpoint = high_watermark
         self._lso_checkpoint = log_start_offset
         self.recovery_point = recovery_point
         self._txn_scan = None
-        self._snapshot_offsets = None  # offsets of the .snapshot files (listed once)
+        self._snapshot_offsets = sorted(snapshots)  # offsets of the .snapshot files (listed with the segments)
         self._snapshot_replays: dict = {}  # snapshot offset -> (replay from it, index of its first segment)
 
     def __repr__(self):
@@ -1035,15 +1057,6 @@ class Partition:
         if not self.segments:
             return None
         lo = self.segments[0].base_offset
-        if self._snapshot_offsets is None:
-            try:
-                names = os.listdir(self.path)
-            except OSError:  # pragma: no cover - the directory was readable when opened
-                names = []
-            self._snapshot_offsets = sorted(
-                int(stem) for stem, dot, ext in (n.partition(".") for n in names)
-                if dot and ext == "snapshot" and len(stem) == 20 and stem.isdigit()
-            )  # fmt: skip
         for offset in reversed(self._snapshot_offsets):
             if not lo <= offset <= limit:
                 continue

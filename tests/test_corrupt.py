@@ -7,7 +7,9 @@ reported as trailing bytes, not raised; nothing allocates more than the input ca
 
 from __future__ import annotations
 
+
 import gzip
+import os
 import struct
 import tracemalloc
 import zlib
@@ -204,6 +206,71 @@ def test_every_truncation(codec, segment):
         assert recs[1] == want, f"{name}: truncation at {cut}"
         assert recs[2] == (max(b[3] for b in complete) + 1 if complete else None)
         assert (recs[3], recs[4]) == (valid, cut - valid)
+
+
+# ------------------------------------------------------------------- header scan of a file (pread)
+def _scan_outcome(fn):
+    try:
+        return ("ok", {k: (list(v) if not isinstance(v, int) else v) for k, v in fn().items()})
+    except KafkaTxError as exc:
+        return ("err", type(exc), str(exc), getattr(exc, "position", None))
+
+
+def test_file_header_scan_equals_the_buffer_scan(codec, segment, tmp_path):
+    """scan_batches_fd (one pread per batch header, what the log reader scans segments with) reaches
+    scan_batches' verdict on every range of a segment file: every truncation (from the start and into
+    the middle), and a flip of every bit of the headers' length and magic fields and of a byte in every
+    other header field: the same columns, or the same error class, message and position."""
+    name, data = segment
+    path = tmp_path / "seg.log"
+    bounds = [(p, p + n) for p, n in _spec.split_batches(data)]
+    cases = [(data, 0, cut) for cut in range(len(data) + 1)]
+    cases += [(data, a, len(data)) for a, _b in bounds] + [(data, a + 1, b + 30) for a, b in bounds]
+    for a, _b in bounds:
+        for off in [*range(8, 12), 16, 17, 21, 23, 27, 36, 43, 51, 53, 57]:
+            for bit in (0, 3, 7):
+                if a + off < len(data):
+                    cases.append((_mutated(data, a + off, bit), 0, len(data)))
+    current = None
+    fd = None
+    try:
+        for buf, start, end in cases:
+            if buf is not current:
+                if fd is not None:
+                    os.close(fd)
+                path.write_bytes(buf)
+                fd = os.open(path, os.O_RDONLY)
+                current = buf
+            end = min(end, len(buf))
+            want = _scan_outcome(lambda: codec.scan_batches(buf[start:end]))
+            got = _scan_outcome(lambda: codec.scan_batches_fd(fd, start, end))
+            assert got == want, f"{name}: bytes [{start}, {end})"
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def test_file_header_scan_of_a_file_that_shrank(codec, tmp_path):
+    """A range past the end of the file (cut after the caller sized it) scans what is there; a bad file
+    descriptor is an OSError; a bad range a ValueError."""
+    data = _built_segment()
+    path = tmp_path / "seg.log"
+    path.write_bytes(data[: len(data) // 2])
+    with open(path, "rb") as fh:
+        got = codec.scan_batches_fd(fh.fileno(), 0, len(data))
+        want = codec.scan_batches(data[: len(data) // 2])
+        assert list(got["position"]) == list(want["position"])
+        assert got["valid_bytes"] == want["valid_bytes"]
+        with pytest.raises(ValueError):
+            codec.scan_batches_fd(fh.fileno(), 10, 5)
+    with pytest.raises(OSError):
+        codec.scan_batches_fd(fd_closed(), 0, 100)
+
+
+def fd_closed() -> int:
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.close(fd)
+    return fd
 
 
 # ----------------------------------------------------------------------------- every bit flip

@@ -21,6 +21,7 @@ from libc.stdlib cimport malloc, realloc, free
 
 import array
 import heapq
+import os
 import time
 
 from . import _control, _legacy
@@ -1663,72 +1664,114 @@ cdef enum ScanError:
     SCAN_CRC = 5
 
 
-cdef int _scan(const uint8_t *buf, Py_ssize_t end, bint verify, ScanCols *c, Py_ssize_t *stop,
-               Py_ssize_t *errpos) noexcept nogil:
-    """Header scan of every complete entry: the fast path behind ``scan_batches``."""
-    cdef Py_ssize_t pos = 0
-    cdef Py_ssize_t left, total, i
+cdef enum:
+    SCAN_INCOMPLETE = -1  # (from _scan_entry: the entry is not all there; the scan stops before it)
+    SCAN_IO = 6
+
+
+cdef int _scan_entry(const uint8_t *p, Py_ssize_t left, bint verify, ScanCols *c, Py_ssize_t pos,
+                     Py_ssize_t *total_out) noexcept nogil:
+    """One entry of a header scan at ``pos``: ``left`` bytes remain from it to the end of the input, of
+    which ``p`` holds at least ``min(left, RECORD_BATCH_OVERHEAD)`` (all of them if ``verify``)."""
+    cdef Py_ssize_t total, i
     cdef int32_t size
     cdef int8_t magic
     cdef Header h
+    if left < LOG_OVERHEAD:
+        return SCAN_INCOMPLETE
+    size = kx_load_be_i32(p + LENGTH_OFFSET)
+    if size < RECORD_OVERHEAD_V0:
+        return SCAN_SMALL_SIZE
+    if left < HEADER_SIZE_UP_TO_MAGIC:
+        return SCAN_INCOMPLETE
+    magic = <int8_t>p[MAGIC_OFFSET]
+    if magic < 0 or magic > 2:
+        return SCAN_BAD_MAGIC
+    total = <Py_ssize_t>size + LOG_OVERHEAD
+    if left < total:
+        return SCAN_INCOMPLETE
+    if magic >= 2 and total < RECORD_BATCH_OVERHEAD:
+        return SCAN_SMALL_BATCH
+    if c.n == c.cap and _scan_alloc(c, c.cap * 2 if c.cap else 1024):
+        return SCAN_NOMEM
+    i = c.n
+    c.position[i] = pos
+    c.size_in_bytes[i] = <int32_t>total
+    c.magic[i] = magic
+    if magic >= 2:
+        read_header(p, &h)
+        if verify and kx_crc32c(0, p + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET)) != h.crc:
+            return SCAN_CRC
+        c.base_offset[i] = h.base_offset
+        c.last_offset[i] = h.base_offset + h.last_offset_delta
+        c.producer_id[i] = h.producer_id
+        c.max_timestamp[i] = h.max_timestamp
+        c.base_sequence[i] = h.base_sequence
+        c.records_count[i] = h.records_count
+        c.producer_epoch[i] = h.producer_epoch
+        c.attributes[i] = <int16_t>h.attributes
+    else:
+        # legacy entry: its offset is the (last) message offset; inner offsets need inflating
+        c.base_offset[i] = kx_load_be_i64(p)
+        c.last_offset[i] = c.base_offset[i]
+        c.producer_id[i] = -1
+        c.max_timestamp[i] = kx_load_be_i64(p + 18) if magic == 1 and total >= 26 else -1
+        c.base_sequence[i] = -1
+        c.records_count[i] = -1
+        c.producer_epoch[i] = -1
+        c.attributes[i] = p[17]
+    c.n += 1
+    total_out[0] = total
+    return SCAN_OK
+
+
+cdef int _scan(const uint8_t *buf, Py_ssize_t end, bint verify, ScanCols *c, Py_ssize_t *stop,
+               Py_ssize_t *errpos) noexcept nogil:
+    """Header scan of every complete entry: the fast path behind ``scan_batches``."""
+    cdef Py_ssize_t pos = 0, total = 0
+    cdef int err
     while True:
-        left = end - pos
-        if left < LOG_OVERHEAD:
+        err = _scan_entry(buf + pos, end - pos, verify, c, pos, &total)
+        if err != SCAN_OK:
             break
-        size = kx_load_be_i32(buf + pos + LENGTH_OFFSET)
-        if size < RECORD_OVERHEAD_V0:
-            errpos[0] = pos
-            stop[0] = pos
-            return SCAN_SMALL_SIZE
-        if left < HEADER_SIZE_UP_TO_MAGIC:
-            break
-        magic = <int8_t>buf[pos + MAGIC_OFFSET]
-        if magic < 0 or magic > 2:
-            errpos[0] = pos + MAGIC_OFFSET
-            stop[0] = pos
-            return SCAN_BAD_MAGIC
-        total = <Py_ssize_t>size + LOG_OVERHEAD
-        if left < total:
-            break
-        if c.n == c.cap and _scan_alloc(c, c.cap * 2 if c.cap else 1024):
-            stop[0] = pos
-            return SCAN_NOMEM
-        i = c.n
-        c.position[i] = pos
-        c.size_in_bytes[i] = <int32_t>total
-        c.magic[i] = magic
-        if magic >= 2:
-            if total < RECORD_BATCH_OVERHEAD:
-                errpos[0] = pos
-                stop[0] = pos
-                return SCAN_SMALL_BATCH
-            read_header(buf + pos, &h)
-            if verify and kx_crc32c(0, buf + pos + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET)) != h.crc:
-                errpos[0] = pos
-                stop[0] = pos
-                return SCAN_CRC
-            c.base_offset[i] = h.base_offset
-            c.last_offset[i] = h.base_offset + h.last_offset_delta
-            c.producer_id[i] = h.producer_id
-            c.max_timestamp[i] = h.max_timestamp
-            c.base_sequence[i] = h.base_sequence
-            c.records_count[i] = h.records_count
-            c.producer_epoch[i] = h.producer_epoch
-            c.attributes[i] = <int16_t>h.attributes
-        else:
-            # legacy entry: its offset is the (last) message offset; inner offsets need inflating
-            c.base_offset[i] = kx_load_be_i64(buf + pos)
-            c.last_offset[i] = c.base_offset[i]
-            c.producer_id[i] = -1
-            c.max_timestamp[i] = kx_load_be_i64(buf + pos + 18) if magic == 1 and total >= 26 else -1
-            c.base_sequence[i] = -1
-            c.records_count[i] = -1
-            c.producer_epoch[i] = -1
-            c.attributes[i] = buf[pos + 17]
-        c.n += 1
         pos += total
     stop[0] = pos
-    return SCAN_OK
+    if err == SCAN_INCOMPLETE:
+        return SCAN_OK
+    errpos[0] = pos + MAGIC_OFFSET if err == SCAN_BAD_MAGIC else pos
+    return err
+
+
+cdef int _scan_fd(int fd, Py_ssize_t start, Py_ssize_t end, ScanCols *c, Py_ssize_t *stop,
+                  Py_ssize_t *errpos, uint8_t *hdr, int *errno_out) noexcept nogil:
+    """``_scan`` of the file bytes [start, end) of ``fd``, reading each entry's header with pread into
+    ``hdr`` (RECORD_BATCH_OVERHEAD bytes; the failing entry's header stays there).  No CRC check: that
+    needs the whole batch.  Positions relative to ``start``."""
+    cdef Py_ssize_t pos = 0, total = 0, left, want
+    cdef long long got
+    cdef int err
+    while True:
+        left = end - start - pos
+        want = left if left < RECORD_BATCH_OVERHEAD else RECORD_BATCH_OVERHEAD
+        if want <= 0:
+            err = SCAN_INCOMPLETE
+            break
+        got = kx_pread(fd, hdr, <size_t>want, start + pos)
+        if got < 0:
+            errno_out[0] = <int>-got
+            err = SCAN_IO
+            break
+        if got < want:
+            left = got  # the file is shorter than it was: it ends here
+        err = _scan_entry(hdr, left, False, c, pos, &total)
+        if err != SCAN_OK:
+            break
+        pos += total
+    stop[0] = pos
+    if err == SCAN_INCOMPLETE:
+        return SCAN_OK
+    errpos[0] = pos + MAGIC_OFFSET if err == SCAN_BAD_MAGIC else pos
+    return err
 
 
 def scan_batches(data, *, bint verify_crc=False):
@@ -1750,37 +1793,74 @@ def scan_batches(data, *, bint verify_crc=False):
             raise MemoryError()
         with nogil:
             err = _scan(b.ptr, b.size, verify_crc, &c, &stop, &errpos)
-        if err == SCAN_NOMEM:
-            raise MemoryError()
-        if err == SCAN_SMALL_SIZE:
-            raise CorruptRecordError(f"record size {kx_load_be_i32(b.ptr + errpos + LENGTH_OFFSET)} is less than the "
-                                     f"minimum record overhead ({RECORD_OVERHEAD_V0})", errpos)
-        if err == SCAN_BAD_MAGIC:
-            raise CorruptRecordError(f"invalid magic found in record: {<int8_t>b.ptr[errpos]}", errpos)
-        if err == SCAN_SMALL_BATCH:
-            raise CorruptRecordError(f"record batch is smaller than the minimum {RECORD_BATCH_OVERHEAD} bytes", errpos)
         if err == SCAN_CRC:
             n = kx_load_be_i32(b.ptr + errpos + LENGTH_OFFSET) + LOG_OVERHEAD
             check_v2_header(b.ptr, errpos, n, &h)
             verify_v2_crc(b.ptr, errpos, n, &h)
-        n = c.n
-        return {
-            "position": _column("q", <char *>c.position, n * 8),
-            "base_offset": _column("q", <char *>c.base_offset, n * 8),
-            "last_offset": _column("q", <char *>c.last_offset, n * 8),
-            "producer_id": _column("q", <char *>c.producer_id, n * 8),
-            "max_timestamp": _column("q", <char *>c.max_timestamp, n * 8),
-            "base_sequence": _column("i", <char *>c.base_sequence, n * 4),
-            "records_count": _column("i", <char *>c.records_count, n * 4),
-            "size_in_bytes": _column("i", <char *>c.size_in_bytes, n * 4),
-            "producer_epoch": _column("h", <char *>c.producer_epoch, n * 2),
-            "attributes": _column("h", <char *>c.attributes, n * 2),
-            "magic": _column("b", <char *>c.magic, n),
-            "valid_bytes": stop,
-            "trailing_bytes": b.size - stop,
-        }
+        _scan_raise(err, b.ptr + stop, errpos)
+        return _scan_columns(&c, stop, b.size)
     finally:
         _scan_free(&c)
+
+
+def scan_batches_fd(int fd, Py_ssize_t start, Py_ssize_t end):
+    """``scan_batches(file bytes [start, end))`` of the open file ``fd`` (positions relative to
+    ``start``) without mapping or reading the file: one ``pread`` of each entry's header, without the
+    GIL.  No CRC check (that needs every byte).  Same columns, same errors; OSError if a read fails."""
+    cdef ScanCols c
+    cdef Py_ssize_t stop = 0, errpos = 0
+    cdef int err, errno_ = 0
+    cdef uint8_t hdr[RECORD_BATCH_OVERHEAD]
+    if start < 0 or end < start:
+        raise ValueError(f"bad file range [{start}, {end})")
+    cdef Py_ssize_t size = end - start  # (trailing_bytes are counted to the end asked for)
+    end = max(start, min(end, os.fstat(fd).st_size))  # a file cut since its size was taken ends sooner
+    memset_scan(&c)
+    try:
+        if _scan_alloc(&c, 1024):
+            raise MemoryError()
+        with nogil:
+            err = _scan_fd(fd, start, end, &c, &stop, &errpos, hdr, &errno_)
+        if err == SCAN_IO:
+            raise OSError(errno_, f"reading the batch header at file position {start + stop}: "
+                                  f"{os.strerror(errno_)}")
+        _scan_raise(err, hdr, errpos)
+        return _scan_columns(&c, stop, size)
+    finally:
+        _scan_free(&c)
+
+
+cdef int _scan_raise(int err, const uint8_t *entry, Py_ssize_t errpos) except -1:
+    """Raise for a scan's error ``err`` (``entry``: the header of the entry it stopped at)."""
+    if err == SCAN_NOMEM:
+        raise MemoryError()
+    if err == SCAN_SMALL_SIZE:
+        raise CorruptRecordError(f"record size {kx_load_be_i32(entry + LENGTH_OFFSET)} is less than the "
+                                 f"minimum record overhead ({RECORD_OVERHEAD_V0})", errpos)
+    if err == SCAN_BAD_MAGIC:
+        raise CorruptRecordError(f"invalid magic found in record: {<int8_t>entry[MAGIC_OFFSET]}", errpos)
+    if err == SCAN_SMALL_BATCH:
+        raise CorruptRecordError(f"record batch is smaller than the minimum {RECORD_BATCH_OVERHEAD} bytes", errpos)
+    return 0
+
+
+cdef dict _scan_columns(ScanCols *c, Py_ssize_t stop, Py_ssize_t size):
+    cdef Py_ssize_t n = c.n
+    return {
+        "position": _column("q", <char *>c.position, n * 8),
+        "base_offset": _column("q", <char *>c.base_offset, n * 8),
+        "last_offset": _column("q", <char *>c.last_offset, n * 8),
+        "producer_id": _column("q", <char *>c.producer_id, n * 8),
+        "max_timestamp": _column("q", <char *>c.max_timestamp, n * 8),
+        "base_sequence": _column("i", <char *>c.base_sequence, n * 4),
+        "records_count": _column("i", <char *>c.records_count, n * 4),
+        "size_in_bytes": _column("i", <char *>c.size_in_bytes, n * 4),
+        "producer_epoch": _column("h", <char *>c.producer_epoch, n * 2),
+        "attributes": _column("h", <char *>c.attributes, n * 2),
+        "magic": _column("b", <char *>c.magic, n),
+        "valid_bytes": stop,
+        "trailing_bytes": size - stop,
+    }
 
 
 cdef void memset_scan(ScanCols *c) noexcept:

@@ -8,6 +8,7 @@ right; speed lives in ``_codec.pyx``.
 from __future__ import annotations
 
 import heapq
+import os
 import struct
 import time
 
@@ -1018,39 +1019,67 @@ def scan_batches(data, *, verify_crc: bool = False) -> dict:
     attributes`` int16; ``magic`` int8) plus ``valid_bytes`` and ``trailing_bytes``.  Legacy entries
     report their entry offset and ``records_count`` -1.
     """
+    view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
+    return _scan_entries(lambda pos, left: (view, pos, left), len(view), view if verify_crc else None)
+
+
+def scan_batches_fd(fd: int, start: int, end: int) -> dict:
+    """``scan_batches(file bytes [start, end))`` of the open file ``fd`` (positions relative to
+    ``start``), reading only each entry's header (``os.pread``).  No CRC check.  Same columns, same
+    errors; OSError if a read fails."""
+    if start < 0 or end < start:
+        raise ValueError(f"bad file range [{start}, {end})")
+    size = end - start  # (trailing_bytes are counted to the end asked for)
+    end = max(start, min(end, os.fstat(fd).st_size))  # a file cut since its size was taken ends sooner
+
+    def window(pos, left):
+        header = os.pread(fd, min(left, RECORD_BATCH_OVERHEAD), start + pos)
+        short = len(header) < min(left, RECORD_BATCH_OVERHEAD)  # the file is shorter than it was
+        return header, 0, len(header) if short else left
+
+    cols = _scan_entries(window, end - start, None)
+    cols["trailing_bytes"] = size - cols["valid_bytes"]
+    return cols
+
+
+def _scan_entries(window, end: int, crc_view) -> dict:
+    """The scan behind both: ``window(pos, left)`` gives ``(buffer, at, left)``, the entry at ``pos``
+    starting at ``buffer[at]`` with at least ``min(left, RECORD_BATCH_OVERHEAD)`` bytes there;
+    ``crc_view``: the whole input, to check CRCs in."""
     import array
 
     cols = {name: array.array(code) for name, code in _SCAN_COLUMNS}
-    view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
-    end = len(view)
     pos = 0
-    while end - pos >= LOG_OVERHEAD:
-        size = struct.unpack_from(">i", view, pos + 8)[0]
+    while True:
+        buf, at, left = window(pos, end - pos)
+        if left < LOG_OVERHEAD:
+            break
+        size = struct.unpack_from(">i", buf, at + 8)[0]
         if size < RECORD_OVERHEAD_V0:
             raise CorruptRecordError(
                 f"record size {size} is less than the minimum record overhead ({RECORD_OVERHEAD_V0})", pos
             )
-        if end - pos < 17:
+        if left < 17:
             break
-        magic = struct.unpack_from(">b", view, pos + 16)[0]
+        magic = struct.unpack_from(">b", buf, at + 16)[0]
         if magic < 0 or magic > 2:
             raise CorruptRecordError(f"invalid magic found in record: {magic}", pos + 16)
         total = size + LOG_OVERHEAD
-        if end - pos < total:
+        if left < total:
             break
         if magic >= 2:
             if total < RECORD_BATCH_OVERHEAD:
                 raise CorruptRecordError(
                     f"record batch is smaller than the minimum {RECORD_BATCH_OVERHEAD} bytes", pos
                 )
-            (boff, _l, _ple, _m, crc, attrs, lod, _bts, maxts, pid, epoch, bseq, count) = _HEADER.unpack_from(view, pos)
-            if verify_crc and crc32c(memoryview(view)[pos + 21 : pos + total]) != crc:
-                RecordBatch(view, pos, total, DEFAULT_MAX_DECOMPRESSED_SIZE, True).validate_crc()
+            (boff, _l, _ple, _m, crc, attrs, lod, _bts, maxts, pid, epoch, bseq, count) = _HEADER.unpack_from(buf, at)
+            if crc_view is not None and crc32c(memoryview(crc_view)[pos + 21 : pos + total]) != crc:
+                RecordBatch(crc_view, pos, total, DEFAULT_MAX_DECOMPRESSED_SIZE, True).validate_crc()
             row = (pos, boff, boff + lod, pid, maxts, bseq, count, total, epoch, attrs, magic)
         else:
-            (boff,) = struct.unpack_from(">q", view, pos)
-            maxts = struct.unpack_from(">q", view, pos + 18)[0] if magic == 1 and total >= 26 else -1
-            row = (pos, boff, boff, -1, maxts, -1, -1, total, -1, view[pos + 17], magic)
+            (boff,) = struct.unpack_from(">q", buf, at)
+            maxts = struct.unpack_from(">q", buf, at + 18)[0] if magic == 1 and total >= 26 else -1
+            row = (pos, boff, boff, -1, maxts, -1, -1, total, -1, buf[at + 17], magic)
         for (name, _code), v in zip(_SCAN_COLUMNS, row):
             cols[name].append(v)
         pos += total

@@ -1,5 +1,5 @@
 /*
- * populate.h -- map the pages of a memory-mapped file in ahead of use.
+ * populate.h -- map the pages of a memory-mapped file in ahead of use; read a file's batch headers.
  *
  * A page fault on a memory-mapped segment costs about as much as decoding the
  * bytes of that page, so the log reader maps the pages of a read in from a
@@ -49,5 +49,39 @@ static int kx_populate(const unsigned char *p, size_t n)
     (void)sink;
     return 0;
 }
+
+/*
+ * Read n bytes at offset of fd (fewer only at the end of the file): the bytes read, or -errno.  For the
+ * header scan of a segment file, which reads a batch header every few kilobytes and would otherwise
+ * take a page fault for each.  POSIX only (the reader uses it on POSIX systems).
+ */
+#if defined(_WIN32)
+#  include <errno.h>
+static long long kx_pread(int fd, unsigned char *buf, size_t n, long long offset)
+{
+    (void)fd; (void)buf; (void)n; (void)offset;
+    return -(long long)ENOSYS;
+}
+#else
+#  include <errno.h>
+#  include <sys/types.h>
+#  include <unistd.h>
+static long long kx_pread(int fd, unsigned char *buf, size_t n, long long offset)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(fd, buf + done, n - done, (off_t)(offset + (long long)done));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -(long long)errno;
+        }
+        if (r == 0)
+            break;
+        done += (size_t)r;
+    }
+    return (long long)done;
+}
+#endif
 
 #endif /* KAFKATX_POPULATE_H */

@@ -339,14 +339,27 @@ class Segment:
             if self.size == 0:
                 self._mmap = b""
             else:
-                self._file = open(self.log_path, "rb")
-                try:
-                    self._mmap = _mmap.mmap(self._file.fileno(), self.size, access=_mmap.ACCESS_READ)
-                except Exception:
-                    self._file.close()
-                    self._file = None
-                    raise
+                self._mmap = _mmap.mmap(self._open().fileno(), self.size, access=_mmap.ACCESS_READ)
         return self._mmap
+
+    def batch_at(self, position: int, size: int):
+        """The batch of ``size`` bytes at file ``position``: from the map if the segment is mapped, else
+        read from the file (a few control batches need not map a segment); positions in its errors are
+        relative to :meth:`batch_base`."""
+        if self._mmap is not None or os.name != "posix":
+            return self._codec.RecordBatch(self.mmap, position=position, size=size, verify_crc=self.verify_crc)
+        data = os.pread(self._open().fileno(), size, position)
+        return self._codec.RecordBatch(data, position=0, size=len(data), verify_crc=self.verify_crc)
+
+    def batch_base(self, position: int) -> int:
+        """Where the buffer of :meth:`batch_at` for a batch at ``position`` starts in the file."""
+        return 0 if self._mmap is not None or os.name != "posix" else position
+
+    def _open(self):
+        """The ``.log`` opened for reading (once; closed with the segment)."""
+        if self._file is None:
+            self._file = open(self.log_path, "rb")
+        return self._file
 
     @property
     def offset_index(self) -> OffsetIndex:
@@ -429,15 +442,19 @@ class Segment:
         return idx._pos[slot] if slot < len(idx) and 0 < idx._pos[slot] <= len(m) else len(m)
 
     def _scan_from(self, position: int, verify_crc: bool | None = None) -> _Scan:
-        data = self.mmap
-        view = memoryview(data)[position:] if position else data
+        verify = self.verify_crc if verify_crc is None else verify_crc
+        scan_fd = getattr(self._codec, "scan_batches_fd", None)
         try:
-            cols = self._codec.scan_batches(view, verify_crc=self.verify_crc if verify_crc is None else verify_crc)
+            if not verify and self._mmap is None and scan_fd is not None and os.name == "posix":
+                # headers only, and the file not mapped yet: read each header (one pread per batch)
+                # rather than take a page fault per batch in a map the decoding may never need
+                cols = scan_fd(self._open().fileno(), position, self.size)
+            else:
+                data = self.mmap
+                with memoryview(data)[position:] as view:
+                    cols = self._codec.scan_batches(view, verify_crc=verify)
         except KafkaTxError as exc:
             raise _relocate(exc, self.log_path, position) from exc
-        finally:
-            if isinstance(view, memoryview):
-                view.release()
         sc = _Scan(cols, position)
         self._check_offsets(sc)
         return sc
@@ -579,13 +596,12 @@ def _replay(segments, codec, high_watermark: int, open_txns: dict | None = None,
                 if first is None:
                     continue  # a marker without data on this partition: no CompletedTxn
                 try:
-                    batch = codec.RecordBatch(seg.mmap, position=sc.position[i], size=sc.size[i],
-                                              verify_crc=seg.verify_crc)
+                    batch = seg.batch_at(sc.position[i], sc.size[i])
                     if seg.verify_crc:
                         batch.validate_crc()  # a marker decides what is aborted: never trust a damaged one
                     ctype = batch.first_control_type()
                 except KafkaTxError as exc:
-                    raise _relocate(exc, seg.log_path, 0) from exc
+                    raise _relocate(exc, seg.log_path, seg.batch_base(sc.position[i])) from exc
                 if ctype not in (0, 1):
                     continue  # empty control batch (cleaned) or not a transaction marker
                 del open_[pid]
@@ -603,9 +619,9 @@ def _replay(segments, codec, high_watermark: int, open_txns: dict | None = None,
         seg, position, size = opened_at[pid]
         if seg.verify_crc:
             try:
-                codec.RecordBatch(seg.mmap, position=position, size=size, verify_crc=True).validate_crc()
+                seg.batch_at(position, size).validate_crc()
             except KafkaTxError as exc:
-                raise _relocate(exc, seg.log_path, 0) from exc
+                raise _relocate(exc, seg.log_path, seg.batch_base(position)) from exc
     candidates = list(open_.values())
     if unreplicated_first is not None:
         candidates.append(unreplicated_first)
@@ -840,19 +856,21 @@ class LogRead:
             pairs, isolation="read_committed", last_stable_offset=upper, fetch_offset=start,
             verify_crc=p.verify_crc,
         )
-        np = _np()
         first = True
         segs = list(self._segments())
+        if self.format != "batches":
+            for seg in segs:  # mapped now: mmap() waits while the read-ahead thread populates another map
+                seg.mmap  # noqa: B018
         self._prefetch = _Prefetcher(codec, segs if self.format != "batches" else [], upper)
         try:
-            yield from self._segments_loop(segs, filt, start, upper, np, first)
+            yield from self._segments_loop(segs, filt, start, upper, first)
         finally:
             self._prefetch.close()
         if self.format != "batches":
             if filt.next_offset is not None and filt.next_offset > self.next_offset:
                 self.next_offset = filt.next_offset
 
-    def _segments_loop(self, segs, filt, start, upper, np, first):
+    def _segments_loop(self, segs, filt, start, upper, first):
         for i, seg in enumerate(segs):
             row0 = 0
             pos0 = 0
@@ -871,19 +889,9 @@ class LogRead:
                 if tail not in self.truncated_tails:
                     self.truncated_tails.append(tail)
             n = len(sc)
-            # rows holding offsets >= start and starting below the upper bound
-            if np is not None and n:
-                last = np.frombuffer(sc.last_offset, dtype=np.int64)
-                base = np.frombuffer(sc.base_offset, dtype=np.int64)
-                lo = max(row0, int(np.searchsorted(last, start, side="left")))
-                hi = int(np.searchsorted(base, upper, side="left"))
-            else:
-                lo = row0
-                while lo < n and sc.last_offset[lo] < start:
-                    lo += 1
-                hi = lo
-                while hi < n and sc.base_offset[hi] < upper:
-                    hi += 1
+            # rows holding offsets >= start and starting below the upper bound (offsets increase: checked)
+            lo = bisect_left(sc.last_offset, start, row0, n)
+            hi = bisect_left(sc.base_offset, upper, lo, n)
             if lo < hi:
                 if self.format == "arrow":
                     yield from self._gather(seg, sc, lo, hi, filt)

@@ -294,7 +294,6 @@ class Segment:
         self._size = None
         self._codec = codec if codec is not None else _default_codec()
         self._mmap = None
-        self._file = None
         self._offset_index = None
         self._time_index = None
         self._txn_entries = None
@@ -339,7 +338,8 @@ class Segment:
             if self.size == 0:
                 self._mmap = b""
             else:
-                self._mmap = _mmap.mmap(self._open().fileno(), self.size, access=_mmap.ACCESS_READ)
+                with open(self.log_path, "rb") as fh:  # (the map keeps a descriptor of its own)
+                    self._mmap = _mmap.mmap(fh.fileno(), self.size, access=_mmap.ACCESS_READ)
         return self._mmap
 
     def batch_at(self, position: int, size: int):
@@ -348,18 +348,17 @@ class Segment:
         relative to :meth:`batch_base`."""
         if self._mmap is not None or os.name != "posix":
             return self._codec.RecordBatch(self.mmap, position=position, size=size, verify_crc=self.verify_crc)
-        data = os.pread(self._open().fileno(), size, position)
+        data = self._pread_into(lambda fd: os.pread(fd, size, position))
         return self._codec.RecordBatch(data, position=0, size=len(data), verify_crc=self.verify_crc)
 
     def batch_base(self, position: int) -> int:
         """Where the buffer of :meth:`batch_at` for a batch at ``position`` starts in the file."""
         return 0 if self._mmap is not None or os.name != "posix" else position
 
-    def _open(self):
-        """The ``.log`` opened for reading (once; closed with the segment)."""
-        if self._file is None:
-            self._file = open(self.log_path, "rb")
-        return self._file
+    def _pread_into(self, fn):
+        """``fn(fd)`` on the ``.log`` opened for the call only: a segment holds no descriptor but its map's."""
+        with open(self.log_path, "rb") as fh:
+            return fn(fh.fileno())
 
     @property
     def offset_index(self) -> OffsetIndex:
@@ -448,7 +447,7 @@ class Segment:
             if not verify and self._mmap is None and scan_fd is not None and os.name == "posix":
                 # headers only, and the file not mapped yet: read each header (one pread per batch)
                 # rather than take a page fault per batch in a map the decoding may never need
-                cols = scan_fd(self._open().fileno(), position, self.size)
+                cols = self._pread_into(lambda fd: scan_fd(fd, position, self.size))
             else:
                 data = self.mmap
                 with memoryview(data)[position:] as view:
@@ -541,9 +540,8 @@ class Segment:
         self._scan = None
         self._headers = None
         self._tail = None
-        f, self._file = self._file, None
-        if isinstance(m, _mmap.mmap) or f is not None:
-            _RELEASER.release(m if isinstance(m, _mmap.mmap) else None, f)
+        if isinstance(m, _mmap.mmap):
+            _RELEASER.release(m)
 
 
 # ------------------------------------------------------------------------------------------ state replay
@@ -629,20 +627,17 @@ def _replay(segments, codec, high_watermark: int, open_txns: dict | None = None,
 
 
 # ------------------------------------------------------------------------------------------ releasing maps
-def _close_map(m, f):
-    if m is not None:
-        try:
-            m.close()
-        except BufferError:  # batches handed out still view the map; the GC unmaps it later
-            pass
-    if f is not None:
-        f.close()
+def _close_map(m):
+    try:
+        m.close()
+    except BufferError:  # batches handed out still view the map; the GC unmaps it later
+        pass
 
 
 class _Releaser:
     """Unmaps closed segments on a background thread.  Unmapping a segment that was read costs about a
     quarter of reading it (every page-table entry of the map is torn down; ``mmap.close`` runs without
-    the GIL), so ``Segment.close`` hands its map and file here and returns: the caller goes on while they
+    the GIL), so ``Segment.close`` hands its map here and returns: the caller goes on while they
     are released.  :meth:`wait` blocks until everything handed over is released.  Off POSIX (where an
     open map keeps its file from being deleted or replaced) maps are closed at once."""
 
@@ -652,12 +647,12 @@ class _Releaser:
         self._busy = False
         self._thread = None
 
-    def release(self, m, f):
+    def release(self, m):
         if os.name != "posix":
-            _close_map(m, f)
+            _close_map(m)
             return
         with self._cond:
-            self._pending.append((m, f))
+            self._pending.append(m)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="kafkatx-log-release", daemon=True)
                 self._thread.start()
@@ -671,10 +666,10 @@ class _Releaser:
                     self._busy = False
                     cond.notify_all()
                     cond.wait()
-                m, f = self._pending.pop(0)
+                m = self._pending.pop(0)
                 self._busy = True
             try:
-                _close_map(m, f)
+                _close_map(m)
             except Exception:  # pragma: no cover - closing a read-only map or file does not fail
                 pass
 
@@ -690,8 +685,8 @@ class _Releaser:
         self._cond = threading.Condition()
         self._thread = None
         self._busy = False
-        for m, f in pending:
-            _close_map(m, f)
+        for m in pending:
+            _close_map(m)
 
 
 _RELEASER = _Releaser()

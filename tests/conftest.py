@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import pathlib
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -12,6 +15,7 @@ import pytest
 VECTORS = pathlib.Path(__file__).parent / "vectors"
 GOLDEN = VECTORS / "java-golden"
 STORAGE = VECTORS / "java-storage"
+ORACLE_RUN_SH = pathlib.Path(__file__).parent / "oracle" / "run.sh"
 
 BACKENDS = ["cython", "python"]
 _MODULES = {"cython": "kafkatx._codec", "python": "kafkatx._codec_py"}
@@ -52,3 +56,49 @@ def _no_unraisable(capfd):
     err = capfd.readouterr().err
     if "Exception ignored" in err:
         pytest.fail(f"an exception was ignored during the test:\n{err}")
+
+
+# ------------------------------------------------------------------------------ Kafka's Java classes
+def _oracle_lib() -> pathlib.Path:
+    default = pathlib.Path.home() / ".cache" / "kafkatx-oracle" / "lib"
+    return pathlib.Path(os.environ.get("KAFKATX_ORACLE_LIB", default))
+
+
+def _run_sh(*args, check=True):
+    env = dict(os.environ)
+    env.setdefault("PIP", f"{sys.executable} -m pip")
+    proc = subprocess.run(["bash", str(ORACLE_RUN_SH), *map(str, args)], capture_output=True, text=True, env=env)
+    if check and proc.returncode != 0:
+        pytest.fail(f"run.sh {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def kafka_oracle():
+    """``tests/oracle/run.sh`` ready to run: Kafka's jars fetched into the cache if missing (a fresh machine),
+    the oracle compiled once per session.  Skipped only when ``java`` is not on PATH."""
+    if shutil.which("java") is None:
+        pytest.skip("java is not on PATH")
+    if not (_oracle_lib() / "kafka-clients-4.3.0.jar").is_file():
+        _run_sh("fetch-jars")
+    assert (_oracle_lib() / "kafka-clients-4.3.0.jar").is_file(), "run.sh fetch-jars did not produce the jars"
+    _run_sh("compile")
+    return _run_sh
+
+
+@pytest.fixture
+def oracle_dump(kafka_oracle):
+    """Kafka's ``dump`` of one file that must be wholly valid: its JSON lines, the summary checked."""
+
+    def dump(path: pathlib.Path) -> list:
+        proc = kafka_oracle("dump", path, "--b64-limit", "0", check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+        summary = lines[-1]
+        assert summary["type"] == "summary" and summary["ok"] is True
+        assert summary["valid_bytes"] == summary["size"] == path.stat().st_size
+        batches = [x for x in lines if x["type"] == "batch"]
+        assert batches and all(b["crc_valid"] and b["ensure_valid"] == "ok" for b in batches)
+        return lines
+
+    return dump

@@ -12,7 +12,6 @@ import os
 import pathlib
 import shutil
 import struct
-import subprocess
 
 import pytest
 
@@ -44,7 +43,6 @@ from kafkatx.txnindex import encode_txnindex, read_txnindex
 HERE = pathlib.Path(__file__).parent
 GOLDEN_SEGMENT = HERE / "vectors" / "java-golden" / "segment_mixed.bin"
 RECOVER = HERE / "vectors" / "java-storage" / "recover_segment_mixed"
-ORACLE = HERE / "oracle" / "run.sh"
 T0 = 1_700_000_000_000
 
 
@@ -589,9 +587,7 @@ def test_append_info_is_a_named_tuple():
 
 # ------------------------------------------------------------------------------------------ Kafka reads it
 @pytest.mark.java
-def test_java_oracle_accepts_the_written_logs(tmp_path):
-    if shutil.which("java") is None:
-        pytest.skip("java is not on PATH")
+def test_java_oracle_accepts_the_written_logs(tmp_path, oracle_dump):
     d = tmp_path / "orders-0"
     with PartitionWriter(d, segment_bytes=700, clock=Clock(), leader_epoch=4) as w:
         _txn_workload(w)
@@ -600,13 +596,7 @@ def test_java_oracle_accepts_the_written_logs(tmp_path):
     files = log_files(d)
     everything = tmp_path / "all.log"
     everything.write_bytes(whole_log(d))  # segments back to back: one JVM call
-    proc = subprocess.run(["bash", str(ORACLE), "dump", str(everything), "--b64-limit", "0"], capture_output=True,
-                          text=True)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    summary = lines[-1]
-    assert summary["type"] == "summary" and summary["ok"] is True
-    assert summary["valid_bytes"] == summary["size"] == everything.stat().st_size
+    lines = oracle_dump(everything)
     java_batches = [x for x in lines if x["type"] == "batch"]
     ours = list(iter_batches(everything.read_bytes()))
     assert len(java_batches) == len(ours) and len(files) > 1

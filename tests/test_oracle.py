@@ -7,7 +7,7 @@
 (b) ``@pytest.mark.java``: regenerate kafkatx's output for every case with each backend and run the live
     oracle (``tests/oracle/run.sh``) on it: two JVM calls in all (one ``dump`` of every case concatenated,
     one ``build`` of every spec).  Skipped only when ``java`` is not on PATH; missing jars are fetched into
-    ``$KAFKATX_ORACLE_LIB`` (default ``~/.cache/kafkatx-oracle/lib``) with ``run.sh fetch-jars``.
+    ``$KAFKATX_ORACLE_LIB`` (default ``~/.cache/kafkatx-oracle/lib``) by conftest's ``kafka_oracle``.
 """
 
 from __future__ import annotations
@@ -16,17 +16,13 @@ import hashlib
 import importlib
 import importlib.util
 import json
-import os
 import pathlib
-import shutil
-import subprocess
 import sys
 
 import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 ORACLE = HERE / "oracle"
-RUN_SH = ORACLE / "run.sh"
 VERDICTS = HERE / "vectors" / "oracle-verdicts"
 
 
@@ -147,32 +143,6 @@ def test_kafkatx_still_writes_stored_records(name, codec):
 
 
 # ============================================================================ (b) the live oracle
-def _oracle_lib() -> pathlib.Path:
-    default = pathlib.Path.home() / ".cache" / "kafkatx-oracle" / "lib"
-    return pathlib.Path(os.environ.get("KAFKATX_ORACLE_LIB", default))
-
-
-def _run_sh(*args, check=True):
-    env = dict(os.environ)
-    env.setdefault("PIP", f"{sys.executable} -m pip")
-    proc = subprocess.run(["bash", str(RUN_SH), *map(str, args)], capture_output=True, text=True, env=env)
-    if check and proc.returncode != 0:
-        pytest.fail(f"run.sh {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
-    return proc
-
-
-@pytest.fixture(scope="module")
-def kafka_oracle():
-    """The compiled oracle (jars fetched into the cache if missing); compiled once."""
-    if shutil.which("java") is None:
-        pytest.skip("java is not on PATH")
-    if not (_oracle_lib() / "kafka-clients-4.3.0.jar").is_file():
-        _run_sh("fetch-jars")
-    assert (_oracle_lib() / "kafka-clients-4.3.0.jar").is_file(), "run.sh fetch-jars did not produce the jars"
-    _run_sh("compile")
-    return _run_sh
-
-
 @pytest.fixture(scope="module")
 def live(kafka_oracle, tmp_path_factory):
     """Every case written now by each backend, read by Kafka in one JVM call; Kafka's builder in another."""

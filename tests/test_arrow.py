@@ -1043,8 +1043,9 @@ def test_encode_arrow_backends_agree_on_edge_inputs(name):
 
 
 # -------------------------------------------------------------------------- zero copy (binary_view)
-ZERO_COPY_CASES = ["segment_mixed", "plain_none", "large_none", "large_zstd", "many_gzip", "legacy_v0_none",
-                   "legacy_v1_snappy", "compacted_gaps_zstd", "truncated_tail_segment", "log_append_time_lz4"]  # fmt: skip
+ZERO_COPY_CASES = ["segment_mixed", "plain_none", "large_none", "large_zstd", "large_lz4", "many_gzip",
+                   "legacy_v0_none", "legacy_v1_snappy", "compacted_gaps_zstd", "truncated_tail_segment",
+                   "log_append_time_lz4"]  # fmt: skip
 
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)
@@ -1080,7 +1081,7 @@ def test_binary_view_excludes_large_binary(codec):
 
 
 @pytest.mark.parametrize("kind", ["bytes", "bytearray", "memoryview"])
-@pytest.mark.parametrize("name", ["large_none", "large_zstd", "segment_mixed", "legacy_v1_gzip"])
+@pytest.mark.parametrize("name", ["large_none", "large_zstd", "large_lz4", "segment_mixed", "legacy_v1_gzip"])
 def test_binary_view_survives_the_source(codec, name, kind):
     """Drop every reference to the source: the views must still read the right bytes (the array keeps it)."""
     data, _ = load_golden(name)

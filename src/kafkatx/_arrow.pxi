@@ -51,6 +51,7 @@ cdef int _g_grow(Grow *g, Py_ssize_t cap) except -1:
         b.resize(cap)
     g.data = <uint8_t *><Py_ssize_t>b.address
     g.cap = cap
+    kx_advise_huge(g.data, <size_t>cap)  # (large columns: one page fault per 2 MiB where the pool's memory is new)
     return 0
 
 

@@ -14,6 +14,7 @@ cdef extern from "copy.h" nogil:
 cdef extern from "populate.h" nogil:
     int kx_populate(const unsigned char *p, size_t n)
     long long kx_pread(int fd, unsigned char *buf, size_t n, long long offset)
+    void kx_advise_huge(void *p, size_t n)
 
 cdef extern from "record.h" nogil:
     ctypedef enum RecErr:

@@ -632,34 +632,44 @@ cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, He
     """All records of the v2 batch at buf[pos:pos+size], inflating its payload when compressed."""
     cdef int cid = h.attributes & COMPRESSION_CODEC_MASK
     cdef Py_ssize_t start = pos + RECORD_BATCH_OVERHEAD
-    cdef bytes payload
+    cdef bint keep = cols is not None and cols.views  # views point into the payload: it must stay
+    cdef object payload
+    cdef Py_buffer pb
     if h.records_count == 0:
         return 0  # an empty (cleaned) batch: its payload is never looked at
     if cid == 0:
-        if cols is not None and cols.views:
+        if keep:
             cols.use_source(start, size - RECORD_BATCH_OVERHEAD)
         return decode_v2_records(buf, start, pos + size, 0, h, out, cols, fetch_offset, limit_offset)
-    payload = _inflate(buf, start, pos + size, cid, h.base_offset, max_size)
-    if cols is not None and cols.views:
+    # records and copying columns are done with the payload before the next inflation on this thread, so
+    # it may live in the thread's reusable buffer (compression.decompress_view)
+    payload = _inflate(buf, start, pos + size, cid, h.base_offset, max_size, keep)
+    if keep:
         cols.use_payload(payload)
+    PyObject_GetBuffer(payload, &pb, PyBUF_SIMPLE)
     try:
-        return decode_v2_records(<const uint8_t *>PyBytes_AS_STRING(payload), 0, PyBytes_GET_SIZE(payload), 0, h,
-                                 out, cols, fetch_offset, limit_offset)
+        return decode_v2_records(<const uint8_t *>pb.buf, 0, pb.len, 0, h, out, cols, fetch_offset, limit_offset)
     except CorruptRecordError as exc:
         raise type(exc)(f"{exc.reason} (at byte {exc.position} of the decompressed payload)", start,
                         exc.base_offset) from None
+    finally:
+        PyBuffer_Release(&pb)
 
 
-cdef bytes _inflate(const uint8_t *buf, Py_ssize_t start, Py_ssize_t end, int cid, int64_t boff,
-                    Py_ssize_t max_size):
+cdef object _inflate(const uint8_t *buf, Py_ssize_t start, Py_ssize_t end, int cid, int64_t boff,
+                     Py_ssize_t max_size, bint keep):
+    """The inflated payload: ``bytes`` when ``keep``, else possibly a view of the thread's reusable buffer."""
     cdef object view = PyMemoryView_FromMemory(<char *>buf + start, end - start, PyBUF_READ)
     try:
-        data = _compression.decompress(cid, view, max_size, 2)
+        if keep:
+            data = _compression.decompress(cid, view, max_size, 2)
+        else:
+            data = _compression.decompress_view(cid, view, max_size, 2)
     except (CorruptRecordError, DecompressedSizeError) as exc:
         raise type(exc)(f"{exc.reason} (compressed payload)", start, boff) from None
     finally:
         view.release()
-    if not PyBytes_CheckExact(data):
+    if keep and not PyBytes_CheckExact(data):
         data = bytes(data)
     return data
 
@@ -1880,7 +1890,8 @@ cdef object _column(str typecode, char *data, Py_ssize_t nbytes):
 # -------------------------------------------------------------------------------------- encode_arrow
 cdef struct BinView:
     const uint8_t *valid   # NULL: no nulls
-    const int64_t *offsets
+    const int32_t *offsets32  # binary / string columns (one of the two offset pointers is set)
+    const int64_t *offsets64  # large_binary / large_string columns
     const uint8_t *data
     Py_ssize_t shift        # the array's slice offset
 
@@ -1889,23 +1900,30 @@ cdef inline bint _is_valid(const uint8_t *bitmap, Py_ssize_t i) noexcept nogil:
     return bitmap == NULL or (bitmap[i >> 3] >> (i & 7)) & 1
 
 
-cdef object _large_binary_column(object pa, object table, str name, BinView *v, list keep):
-    """The column as one large_binary array (strings are taken as their UTF-8 bytes)."""
+cdef object _binary_column(object pa, object table, str name, BinView *v, list keep):
+    """The column as one binary or large_binary array, read in place (strings as their UTF-8 bytes); only
+    view and fixed-size layouts are cast (copied) to large_binary."""
     col = table.column(name)
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
-    if not (pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type) or pa.types.is_string(col.type)
-            or pa.types.is_large_string(col.type) or pa.types.is_binary_view(col.type)
-            or pa.types.is_string_view(col.type) or pa.types.is_fixed_size_binary(col.type)):
-        raise InvalidAppendError(f"column {name!r} must be binary or string, got {col.type}")
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_string_view(col.type):
-        col = col.cast(pa.large_string()).view(pa.large_binary())
-    elif not pa.types.is_large_binary(col.type):
+    t = col.type
+    if pa.types.is_string(t):
+        col = col.view(pa.binary())
+    elif pa.types.is_large_string(t):
+        col = col.view(pa.large_binary())
+    elif pa.types.is_binary_view(t) or pa.types.is_string_view(t) or pa.types.is_fixed_size_binary(t):
         col = col.cast(pa.large_binary())
+    elif not (pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+        raise InvalidAppendError(f"column {name!r} must be binary or string, got {t}")
     keep.append(col)
     bufs = col.buffers()
     v.valid = <const uint8_t *><Py_ssize_t>bufs[0].address if bufs[0] is not None and col.null_count else NULL
-    v.offsets = <const int64_t *><Py_ssize_t>bufs[1].address
+    v.offsets32 = NULL
+    v.offsets64 = NULL
+    if pa.types.is_binary(col.type):
+        v.offsets32 = <const int32_t *><Py_ssize_t>bufs[1].address
+    else:
+        v.offsets64 = <const int64_t *><Py_ssize_t>bufs[1].address
     v.data = <const uint8_t *><Py_ssize_t>bufs[2].address if bufs[2] is not None else NULL
     v.shift = col.offset
     return col
@@ -1942,16 +1960,17 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
     cdef const uint8_t *kp
     cdef const uint8_t *vp
     kv.valid = NULL
-    kv.offsets = NULL
+    kv.offsets32 = NULL
+    kv.offsets64 = NULL
     kv.data = NULL
     kv.shift = 0
     table, tcol, header_rows = encode_table(table, records_per_batch)
     names = set(table.column_names)
     n = table.num_rows
-    _large_binary_column(pa, table, "value", &vv, keep)
+    _binary_column(pa, table, "value", &vv, keep)
     has_key = "key" in names
     if has_key:
-        _large_binary_column(pa, table, "key", &kv, keep)
+        _binary_column(pa, table, "key", &kv, keep)
     has_ts = tcol is not None
     if has_ts:
         keep.append(tcol)
@@ -2013,6 +2032,7 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
         if cid == 0:
             out = PyBytes_FromStringAndSize(NULL, total)
             o = <uint8_t *>PyBytes_AS_STRING(out)
+            kx_advise_huge(o, total)
         else:
             o = <uint8_t *>malloc(RECORD_BATCH_OVERHEAD + max(sizes[b] for b in range(nbatches))) if nbatches else NULL
             if nbatches and o == NULL:
@@ -2038,8 +2058,8 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
                         hn = PyBytes_GET_SIZE(hb)
                     kn = _row_len(&c.kv, i) if has_key else -1
                     vn = _row_len(&c.vv, i)
-                    kp = c.kv.data + c.kv.offsets[i + c.kv.shift] if kn >= 0 else NULL
-                    vp = c.vv.data + c.vv.offsets[i + c.vv.shift] if vn >= 0 else NULL
+                    kp = _row_ptr(&c.kv, i) if kn >= 0 else NULL
+                    vp = _row_ptr(&c.vv, i) if vn >= 0 else NULL
                     body = record_body_size(ts - first_ts, i - start, kn, vn, hn)
                     p += write_record(p, body, ts - first_ts, i - start, kp, kn, vp, vn,
                                       <const uint8_t *>PyBytes_AS_STRING(hb) if hn else NULL, hn)
@@ -2094,8 +2114,16 @@ cdef inline int64_t _row_ts(_EncodeCols *c, Py_ssize_t i) noexcept nogil:
     return -1
 
 
+cdef inline Py_ssize_t _row_start(BinView *v, Py_ssize_t row) noexcept nogil:
+    return v.offsets32[row] if v.offsets32 != NULL else v.offsets64[row]
+
+
 cdef inline Py_ssize_t _row_len(BinView *v, Py_ssize_t i) noexcept nogil:
     cdef Py_ssize_t row = i + v.shift
     if not _is_valid(v.valid, row):
         return -1
-    return v.offsets[row + 1] - v.offsets[row]
+    return _row_start(v, row + 1) - _row_start(v, row)
+
+
+cdef inline const uint8_t *_row_ptr(BinView *v, Py_ssize_t i) noexcept nogil:
+    return v.data + _row_start(v, i + v.shift)

@@ -1,5 +1,6 @@
 /*
- * populate.h -- map the pages of a memory-mapped file in ahead of use; read a file's batch headers.
+ * populate.h -- pages: map the pages of a memory-mapped file in ahead of use; read a file's batch
+ * headers; ask for huge pages under a large output buffer.
  *
  * A page fault on a memory-mapped segment costs about as much as decoding the
  * bytes of that page, so the log reader maps the pages of a read in from a
@@ -48,6 +49,33 @@ static int kx_populate(const unsigned char *p, size_t n)
     sink ^= p[n - 1];
     (void)sink;
     return 0;
+}
+
+/*
+ * Ask for transparent huge pages under the whole 2 MiB pages inside [p, p + n), before the buffer is first
+ * written.  A fresh buffer of a hundred megabytes (a whole encoded log, a column) otherwise takes a page
+ * fault every 4 KiB, and on virtual machines those faults cost more than filling the buffer; with
+ * MADV_HUGEPAGE (Linux with THP in "madvise" mode) there is one fault per 2 MiB.  numpy does the same for
+ * its arrays of 4 MiB and more.  Nothing changes for the memory's owner: the advice is a hint on the
+ * mapping, and any failure is ignored.
+ */
+#define KX_HUGE_PAGE ((uintptr_t)2 << 20)
+#define KX_HUGE_MIN ((size_t)4 << 20)
+
+static void kx_advise_huge(void *p, size_t n)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    uintptr_t start, end;
+    if (n < KX_HUGE_MIN)
+        return;
+    start = ((uintptr_t)p + KX_HUGE_PAGE - 1) & ~(KX_HUGE_PAGE - 1);
+    end = ((uintptr_t)p + n) & ~(KX_HUGE_PAGE - 1);
+    if (end > start)
+        (void)madvise((void *)start, (size_t)(end - start), MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)n;
+#endif
 }
 
 /*

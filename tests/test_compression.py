@@ -1,0 +1,99 @@
+"""kafkatx.compression: lz4 inflated into the thread's reusable buffer, its output bound, its limits."""
+
+from __future__ import annotations
+
+import threading
+
+import lz4.frame
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkatx import compression
+from kafkatx.compression import LZ4, ZSTD, decompress, decompress_view
+from kafkatx.errors import DecompressedSizeError, DecompressionError
+
+payloads = st.one_of(
+    st.binary(max_size=300_000),
+    st.builds(lambda b, n: b * n, st.binary(min_size=1, max_size=40), st.integers(1, 20_000)),  # compressible
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=payloads, cid=st.sampled_from([LZ4, ZSTD]))
+def test_view_and_bytes_agree(data, cid):
+    packed = compression.compress(cid, data)
+    assert decompress(cid, packed) == data
+    view = decompress_view(cid, packed)
+    assert bytes(view) == data
+    with pytest.raises(TypeError):
+        view[:1] = b"x"  # read-only: nobody writes into the thread's buffer through a result
+
+
+def test_a_view_is_valid_until_the_next_call_and_a_copy_for_ever():
+    a, b = b"first payload " * 5000, b"second payload " * 100
+    pa, pb = compression.compress(LZ4, a), compression.compress(LZ4, b)
+    kept = decompress(LZ4, pa)
+    view = decompress_view(LZ4, pa)
+    assert bytes(view) == a
+    assert bytes(decompress_view(LZ4, pb)) == b  # reuses the same buffer...
+    assert bytes(view[: len(b)]) == b  # ...so the first view now shows the second payload
+    assert kept == a  # while decompress() gave bytes of its own
+
+
+def test_each_thread_has_its_own_buffer():
+    data = {i: bytes([i]) * 50_000 + bytes(range(256)) * i for i in range(4)}
+    packed = {i: compression.compress(LZ4, d) for i, d in data.items()}
+    views, barrier = {}, threading.Barrier(4)
+
+    def work(i):
+        views[i] = decompress_view(LZ4, packed[i])
+        barrier.wait()  # every thread has inflated before any result is read
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in data]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {i: bytes(v) for i, v in views.items()} == data
+
+
+@pytest.mark.parametrize("block_size", [lz4.frame.BLOCKSIZE_MAX64KB, lz4.frame.BLOCKSIZE_MAX4MB])
+def test_lz4_bound_holds_at_the_highest_ratio(block_size):
+    """Zeros reach LZ4's highest ratio (about 255:1): the 255x-per-block bound must still hold."""
+    data = bytes(6 << 20)
+    packed = lz4.frame.compress(data, block_size=block_size, block_linked=False, store_size=False)
+    assert len(packed) < len(data) // 200
+    assert bytes(decompress_view(LZ4, packed)) == data
+    # and a limit below the loose bound but above the real size still inflates it (bounded streaming)
+    assert decompress(LZ4, packed, max_size=len(data)) == data
+
+
+def test_lz4_limit_is_enforced():
+    packed = compression.compress(LZ4, bytes(200_000))
+    with pytest.raises(DecompressedSizeError):
+        decompress_view(LZ4, packed, max_size=100_000)
+    with pytest.raises(DecompressedSizeError):
+        decompress(LZ4, packed, max_size=199_999)
+    assert len(decompress(LZ4, packed, max_size=200_000)) == 200_000
+
+
+def test_lz4_corrupt_block_is_a_decompression_error():
+    data = bytes(range(256)) * 400
+    packed = bytearray(compression.compress(LZ4, data))
+    size = int.from_bytes(packed[7:11], "little")
+    assert not size & 0x80000000  # a compressed block
+    packed[11 : 11 + size] = b"\xff" * size  # a literal run longer than the block: liblz4 refuses it
+    with pytest.raises(DecompressionError, match="invalid lz4 payload"):
+        decompress_view(LZ4, bytes(packed))
+    with pytest.raises(DecompressionError, match="invalid lz4 payload"):
+        decompress(LZ4, bytes(packed))
+
+
+def test_payload_larger_than_the_kept_buffer_gets_its_own():
+    big = bytes(range(256)) * ((compression.SCRATCH_KEEP_MAX // 256) + 1000)
+    small = b"small " * 1000
+    assert bytes(decompress_view(LZ4, compression.compress(LZ4, small))) == small
+    assert bytes(decompress_view(LZ4, compression.compress(LZ4, big))) == big
+    # the thread kept its small buffer rather than the big one
+    assert len(compression._scratch.buf) <= compression.SCRATCH_KEEP_MAX

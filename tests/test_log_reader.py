@@ -208,6 +208,28 @@ def test_txnindex_removed_same_result_via_scan(built, codec, tmp_path):
     assert per_segment == [s.aborted for s in built.segs]  # the broker's entries, LSO fields included
 
 
+def test_scan_opens_each_unmapped_segment_once(built, codec, monkeypatch):
+    """The replay reads an unmapped segment's headers and its markers through one descriptor, and keeps
+    none once it is done."""
+    import kafkatx.log.reader as reader_mod
+
+    opened = []
+    real_open = reader_mod.os.open
+    monkeypatch.setattr(reader_mod.os, "open", lambda path, *a, **k: opened.append(path) or real_open(path, *a, **k))
+    fds = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    with open_partition(built.dir, codec=codec) as p:
+        per_segment = p.aborted_transactions_by_segment("scan")
+        unmapped = {s.log_path for s in p.segments if s._mmap is None and s.size}
+        assert all(s._fd is None for s in p.segments)  # nothing held after the scan
+        if fds is not None:
+            assert len(os.listdir("/proc/self/fd")) - fds == sum(s._mmap is not None for s in p.segments)
+    assert per_segment == [s.aborted for s in built.segs]
+    logs = [f for f in opened if f.endswith(".log")]
+    assert len(logs) == len(set(logs))  # at most once each
+    if os.name == "posix" and hasattr(codec, "scan_batches_fd"):
+        assert unmapped and unmapped <= set(logs)  # the unmapped segments were read through a descriptor
+
+
 @pytest.mark.parametrize("source", ["auto", "txnindex", "scan", "cross-check"])
 def test_all_sources_agree_on_a_sound_log(built, codec, source):
     with open_partition(built.dir, codec=codec) as p:

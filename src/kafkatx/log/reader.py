@@ -97,6 +97,7 @@ Damaged files
 
 from __future__ import annotations
 
+import contextlib
 import mmap as _mmap
 import os
 import re
@@ -294,6 +295,7 @@ class Segment:
         self._size = None
         self._codec = codec if codec is not None else _default_codec()
         self._mmap = None
+        self._fd = None  # a descriptor of the .log while held_open() lasts
         self._offset_index = None
         self._time_index = None
         self._txn_entries = None
@@ -356,9 +358,26 @@ class Segment:
         return 0 if self._mmap is not None or os.name != "posix" else position
 
     def _pread_into(self, fn):
-        """``fn(fd)`` on the ``.log`` opened for the call only: a segment holds no descriptor but its map's."""
+        """``fn(fd)`` on the ``.log``: the descriptor :meth:`held_open` holds, else one opened for the call
+        (a segment holds no descriptor of its own but its map's)."""
+        if self._fd is not None:
+            return fn(self._fd)
         with open(self.log_path, "rb") as fh:
             return fn(fh.fileno())
+
+    @contextlib.contextmanager
+    def held_open(self):
+        """Hold one descriptor of the ``.log`` for the reads inside the block (a header scan and the
+        control batches it leads to) instead of opening the file for each."""
+        if self._fd is not None or self._mmap is not None or os.name != "posix":
+            yield self
+            return
+        self._fd = os.open(self.log_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            yield self
+        finally:
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
     @property
     def offset_index(self) -> OffsetIndex:
@@ -565,50 +584,13 @@ def _replay(segments, codec, high_watermark: int, open_txns: dict | None = None,
     # (no read-ahead thread here: its GIL hand-offs slow this Python loop more than the faults it saves;
     # the read that follows has one)
     for k, seg in enumerate(segments):
-        from_snapshot = k == 0 and from_offset is not None
-        # replaying from a snapshot: its segment from the indexed batch at or before the snapshot offset
-        sc = seg.headers_from(from_offset) if from_snapshot else seg.headers()
-        out = []
-        n = len(sc)
-        if n:
-            if np is not None and n > _NUMPY_MIN_ROWS:
-                attrs = np.frombuffer(sc.attributes, dtype=np.int16)
-                magic = np.frombuffer(sc.magic, dtype=np.int8)
-                pids = np.frombuffer(sc.producer_id, dtype=np.int64)
-                rows = np.flatnonzero(((attrs & _TRANSACTIONAL) != 0) & (magic >= 2) & (pids >= 0)).tolist()
-            else:
-                a_col, m_col, p_col = sc.attributes, sc.magic, sc.producer_id
-                rows = [i for i in range(n) if a_col[i] & _TRANSACTIONAL and m_col[i] >= 2 and p_col[i] >= 0]
-            base, pid_col, attr_col = sc.base_offset, sc.producer_id, sc.attributes
-            for i in rows:
-                pid = pid_col[i]
-                b = base[i]
-                if from_offset is not None and b < from_offset:
-                    continue  # before the snapshot: its state is in open_txns
-                if not attr_col[i] & _CONTROL:
-                    if pid not in open_:
-                        open_[pid] = b
-                        opened_at[pid] = (seg, sc.position[i], sc.size[i])
-                    continue
-                first = open_.get(pid)
-                if first is None:
-                    continue  # a marker without data on this partition: no CompletedTxn
-                try:
-                    batch = seg.batch_at(sc.position[i], sc.size[i])
-                    if seg.verify_crc:
-                        batch.validate_crc()  # a marker decides what is aborted: never trust a damaged one
-                    ctype = batch.first_control_type()
-                except KafkaTxError as exc:
-                    raise _relocate(exc, seg.log_path, seg.batch_base(sc.position[i])) from exc
-                if ctype not in (0, 1):
-                    continue  # empty control batch (cleaned) or not a transaction marker
-                del open_[pid]
-                if b >= high_watermark and (unreplicated_first is None or first < unreplicated_first):
-                    unreplicated_first = first
-                if ctype == 0:
-                    lso = min(open_.values()) if open_ else b + 1
-                    out.append(AbortedTxn(pid, first, b, lso))
+        with seg.held_open():  # one open for the header scan and the markers of an unmapped segment
+            # replaying from a snapshot: its segment from the indexed batch at or before the snapshot offset
+            sc = seg.headers_from(from_offset) if k == 0 and from_offset is not None else seg.headers()
+            out, unreplicated = _replay_segment(seg, sc, from_offset, open_, opened_at, high_watermark, np)
         per_segment.append(out)
+        if unreplicated is not None and (unreplicated_first is None or unreplicated < unreplicated_first):
+            unreplicated_first = unreplicated
     # The headers were not CRC-checked (Segment.headers): a damaged one could fake a transaction that never
     # ends and silently pull the LSO down to it, so the batches that open the transactions still open are.
     for pid in open_:
@@ -624,6 +606,55 @@ def _replay(segments, codec, high_watermark: int, open_txns: dict | None = None,
     if unreplicated_first is not None:
         candidates.append(unreplicated_first)
     return _TxnScan(per_segment, dict(open_), min(candidates) if candidates else None)
+
+
+def _replay_segment(seg, sc, from_offset, open_: dict, opened_at: dict, high_watermark: int, np):
+    """One segment of :func:`_replay` (its headers ``sc``): updates ``open_`` and ``opened_at``; returns its
+    ``AbortedTxn`` entries and the smallest first offset of a transaction it closes at or above the high
+    watermark (None if none)."""
+    out = []
+    unreplicated_first = None
+    n = len(sc)
+    if not n:
+        return out, None
+    if np is not None and n > _NUMPY_MIN_ROWS:
+        attrs = np.frombuffer(sc.attributes, dtype=np.int16)
+        magic = np.frombuffer(sc.magic, dtype=np.int8)
+        pids = np.frombuffer(sc.producer_id, dtype=np.int64)
+        rows = np.flatnonzero(((attrs & _TRANSACTIONAL) != 0) & (magic >= 2) & (pids >= 0)).tolist()
+    else:
+        a_col, m_col, p_col = sc.attributes, sc.magic, sc.producer_id
+        rows = [i for i in range(n) if a_col[i] & _TRANSACTIONAL and m_col[i] >= 2 and p_col[i] >= 0]
+    base, pid_col, attr_col = sc.base_offset, sc.producer_id, sc.attributes
+    for i in rows:
+        pid = pid_col[i]
+        b = base[i]
+        if from_offset is not None and b < from_offset:
+            continue  # before the snapshot: its state is in open_txns
+        if not attr_col[i] & _CONTROL:
+            if pid not in open_:
+                open_[pid] = b
+                opened_at[pid] = (seg, sc.position[i], sc.size[i])
+            continue
+        first = open_.get(pid)
+        if first is None:
+            continue  # a marker without data on this partition: no CompletedTxn
+        try:
+            batch = seg.batch_at(sc.position[i], sc.size[i])
+            if seg.verify_crc:
+                batch.validate_crc()  # a marker decides what is aborted: never trust a damaged one
+            ctype = batch.first_control_type()
+        except KafkaTxError as exc:
+            raise _relocate(exc, seg.log_path, seg.batch_base(sc.position[i])) from exc
+        if ctype not in (0, 1):
+            continue  # empty control batch (cleaned) or not a transaction marker
+        del open_[pid]
+        if b >= high_watermark and (unreplicated_first is None or first < unreplicated_first):
+            unreplicated_first = first
+        if ctype == 0:
+            lso = min(open_.values()) if open_ else b + 1
+            out.append(AbortedTxn(pid, first, b, lso))
+    return out, unreplicated_first
 
 
 # ------------------------------------------------------------------------------------------ releasing maps

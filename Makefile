@@ -2,7 +2,7 @@
 #
 #   make demo    create .venv, build kafkatx (C extension included) and run `kafkatx demo`
 #   make test    create .venv and run the test suite against the compiled extension
-#   make bench   run benchmarks/compare.py
+#   make bench   run benchmarks/compare.py and benchmarks/log_io.py (the README's tables)
 #   make clean   remove .venv and build products
 #
 # Needs: Python >= 3.10 with its venv module and C headers, a C compiler, make; pip fetches the rest.
@@ -33,7 +33,7 @@ unexport KAFKATX_NO_EXTENSIONS
 help:
 	@echo "make demo   - build kafkatx in .venv and run 'kafkatx demo'"
 	@echo "make test   - build kafkatx in .venv and run the tests (compiled extension required)"
-	@echo "make bench  - run benchmarks/compare.py"
+	@echo "make bench  - run benchmarks/compare.py and benchmarks/log_io.py"
 	@echo "make clean  - remove .venv and build products"
 
 venv: $(STAMP)
@@ -90,9 +90,10 @@ $(BENCH_STAMP): $(STAMP)
 	"$(VPY)" -m pip install --group bench
 	@touch "$@"
 
+# The README's tables: the codec against its peers, then the log reader and writer on a ~1 GB directory.
 bench: $(BENCH_STAMP)
-	@test -f benchmarks/compare.py || { echo "error: benchmarks/compare.py does not exist yet." >&2; exit 1; }
-	"$(VPY)" benchmarks/compare.py
+	"$(VPY)" benchmarks/compare.py --markdown
+	"$(VPY)" benchmarks/log_io.py --markdown
 
 clean:
 	rm -rf "$(VENV)" build dist .pytest_cache .hypothesis .benchmarks src/*.egg-info

@@ -14,8 +14,8 @@ Both backends call these functions; the codecs themselves come from well-kept pa
 Every decompressor stops at ``max_size`` bytes of output and raises :class:`DecompressedSizeError`
 instead of growing further, so a small compressed payload can never make us allocate without bound.
 
-lz4 payloads inflate in one call (cramjam's ``decompress_into``, without the GIL) into a buffer sized by a
-walk of their block headers.  The decoders' own path, :func:`decompress_view`, reuses one such buffer per
+lz4 payloads, and zstd frames of a bounded size, inflate in one call (cramjam's ``decompress_into``,
+without the GIL) into a buffer sized by a walk of their block headers.  The decoders' own path, :func:`decompress_view`, reuses one such buffer per
 thread: a fresh buffer for every batch costs more in page faults than the inflation itself (glibc hands a
 freed block of that size back to the kernel, and the next one faults in again).
 """
@@ -201,7 +201,7 @@ SCRATCH_KEEP_MAX = 8 << 20
 
 
 class _Sink:
-    """Where one lz4 payload inflates to: ``open(bound)`` gives writable room of ``bound`` bytes,
+    """Where one lz4 or zstd payload inflates to: ``open(bound)`` gives writable room of ``bound`` bytes,
     ``close(n)`` the result (its first ``n`` bytes).  Reusing: the thread's buffer, handed back as a
     read-only memoryview; otherwise a fresh ``bytes``."""
 
@@ -475,20 +475,37 @@ def _zstd_decompressor(zstd):
     return dctx
 
 
-def _unzstd(data, max_size: int) -> bytes:
-    zstd = _import("zstandard", "zstd")
+def _unzstd(data, max_size: int, sink: _Sink):
     mv = memoryview(data)
+    frames = list(_zstd_frames(mv))
+    total_bound = sum(bound for _, _, bound in frames)
+    if total_bound > max_size or not all(0 < bound <= ZSTD_ONE_SHOT_MAX for _, _, bound in frames):
+        return _unzstd_streaming(mv, frames, max_size)
+    # every frame in one call into the room its walk bounds (about twice as fast as a streaming object)
+    cramjam = _import("cramjam", "zstd")
+    out = sink.open(total_bound)
+    total = 0
+    try:
+        for start, stop, bound in frames:
+            try:
+                total += cramjam.zstd.decompress_into(mv[start:stop], out[total : total + bound])
+            except Exception as exc:  # cramjam.DecompressionError
+                raise DecompressionError(f"invalid zstd payload: {exc}") from None
+    finally:
+        out.release()
+    return sink.close(total)
+
+
+def _unzstd_streaming(mv, frames, max_size: int) -> bytes:
+    """Frames whose bound is too large to reserve: inflated with a stop at ``max_size``."""
+    zstd = _import("zstandard", "zstd")
     dctx = _zstd_decompressor(zstd)
     out = []
     total = 0
-    for start, stop, bound in list(_zstd_frames(mv)):
+    for start, stop, bound in frames:
         frame = mv[start:stop]
         try:
-            if total + bound <= max_size and 0 < bound <= ZSTD_ONE_SHOT_MAX:
-                # one call into a buffer of the walk's bound: about twice as fast as a streaming object
-                # (and faster here than cramjam's decompress_into, which lz4 uses)
-                chunk = dctx.decompress(frame, max_output_size=bound)
-            elif total + bound <= max_size:
+            if total + bound <= max_size:
                 d = dctx.decompressobj()
                 chunk = d.decompress(frame)
                 if not d.eof:
@@ -533,8 +550,8 @@ def decompress(cid: int, data, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE, ma
 
 def decompress_view(cid: int, data, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE, magic: int = 2):
     """:func:`decompress` for a decoder that is done with the result before it inflates anything else on
-    the same thread: lz4 payloads come back as a read-only memoryview of the thread's reusable buffer
-    (valid until the thread's next call), other codecs as ``bytes``."""
+    the same thread: lz4 and zstd payloads come back as a read-only memoryview of the thread's reusable
+    buffer (valid until the thread's next call), other codecs as ``bytes``."""
     return _decompress(cid, data, max_size, magic, _Sink(True))
 
 
@@ -548,7 +565,7 @@ def _decompress(cid: int, data, max_size: int, magic: int, sink: _Sink):
     if cid == ZSTD:
         if magic < 2:
             raise DecompressionError("zstd is not valid in a legacy (magic v0/v1) wrapper")
-        return _unzstd(data, max_size)
+        return _unzstd(data, max_size, sink)
     if cid == NONE:
         return bytes(data)
     raise UnsupportedCompressionError(f"unknown compression type id {cid}")

@@ -15,9 +15,10 @@ Every decompressor stops at ``max_size`` bytes of output and raises :class:`Deco
 instead of growing further, so a small compressed payload can never make us allocate without bound.
 
 lz4 payloads, and zstd frames of a bounded size, inflate in one call (cramjam's ``decompress_into``,
-without the GIL) into a buffer sized by a walk of their block headers.  The decoders' own path, :func:`decompress_view`, reuses one such buffer per
-thread: a fresh buffer for every batch costs more in page faults than the inflation itself (glibc hands a
-freed block of that size back to the kernel, and the next one faults in again).
+without the GIL) into a buffer sized by a walk of their block headers.  The decoders' own path,
+:func:`decompress_view`, reuses one such buffer per thread: a fresh buffer for every batch costs more in
+page faults than the inflation itself (glibc hands a freed block of that size back to the kernel, and the
+next one faults in again).
 """
 
 from __future__ import annotations

@@ -573,6 +573,8 @@ def test_encode_arrow_column_types(encoder):
     rb = codec.decode_arrow(encoder.encode_arrow(strings, timestamp=9))
     assert rb.column("value").to_pylist() == ["héllo".encode(), None]
     assert rb.column("key").to_pylist() == [b"k", "é".encode()]
+    views = pa.table({"value": pa.array(["héllo", None], pa.string_view()), "key": pa.array(["k", "é"])})
+    assert encoder.encode_arrow(views, timestamp=9) == encoder.encode_arrow(strings, timestamp=9)
     assert encoder.encode_arrow(pa.table({"value": pa.array([], pa.binary())})) == b""
     # a RecordBatch works like a Table, and int timestamps are milliseconds
     rbin = pa.record_batch({"value": [b"x"], "timestamp": pa.array([77], pa.int32())})
@@ -1167,3 +1169,60 @@ def test_logs_binary_view_random_chunks(codec, log, data):
     got = concat(parts)
     got.validate(full=True)
     assert arrow_rows(got) == arrow_rows(want)
+
+
+# -------------------------------------------------------------------------- recycled column memory
+def _value_data(rb):
+    return rb.column("value").buffers()[2]
+
+
+def test_column_memory_is_recycled_only_when_no_array_uses_it():
+    """Compiled codec: large column buffers go back to its cache when the last array using them is gone,
+    and the next decode writes there; memory an array (or a slice of one) still uses is never reused."""
+    cy = load_backend("cython")
+    old = cy.buffer_cache_limit(64 << 20)
+    try:
+        b = cy.BatchBuilder(base_offset=0)  # 3 MiB of values: above the 1 MiB recycling threshold
+        for i in range(40_000):
+            b.append(b"v%07d" % i * 10, key=b"k%d" % i, timestamp=1_700_000_000_000 + i)
+        log = b.build()
+        want = cy.decode_arrow(log)
+        expected = want.column("value").to_pylist()
+        del want
+        gc.collect()
+        first = cy.decode_arrow(log)
+        addr = _value_data(first).address
+        second = cy.decode_arrow(log)  # the first is alive: its memory must not be handed out
+        assert _value_data(second).address != addr
+        tail = first.column("value").slice(10)  # outlives its batch
+        del first
+        gc.collect()
+        third = cy.decode_arrow(log)
+        assert _value_data(third).address != addr  # the slice still uses that memory
+        assert tail.to_pylist() == expected[10:]
+        del tail, second, third
+        gc.collect()
+        assert cy.buffer_cache_bytes() > 0
+        fourth = cy.decode_arrow(log)
+        assert fourth.column("value").to_pylist() == expected
+        fourth.validate(full=True)
+        # turned off: the cache empties and keeps nothing
+        assert cy.buffer_cache_limit(0) == 64 << 20
+        assert cy.buffer_cache_bytes() == 0
+        del fourth
+        gc.collect()
+        assert cy.buffer_cache_bytes() == 0
+    finally:
+        cy.buffer_cache_limit(old)
+
+
+def test_buffer_cache_limit_contract(codec):
+    old = codec.buffer_cache_limit()
+    try:
+        assert codec.buffer_cache_limit(1 << 20) == old
+        assert codec.buffer_cache_limit() == 1 << 20
+        assert codec.buffer_cache_bytes() <= 1 << 20
+        with pytest.raises(ValueError):
+            codec.buffer_cache_limit(-1)
+    finally:
+        codec.buffer_cache_limit(old)

@@ -1,8 +1,8 @@
 # Columnar decode: Kafka records straight into Arrow buffers (included by _codec.pyx).
 #
 # The decode loop is the one of ReadCommittedFilter (same visibility rules); instead of Record objects it
-# appends to growable buffers allocated from pyarrow's memory pool (so memory is recycled between calls and
-# the result needs no copy).  The buffers are sized once for the whole input from its batch headers
+# appends to growable buffers allocated from pyarrow's memory pool (the result needs no copy); large ones
+# are recycled between calls through a small cache of their own (see "Recycled column memory" below).  The buffers are sized once for the whole input from its batch headers
 # (presize), each batch reserves its rows before its record loop (decode_v2_columns writes through plain
 # pointers), and growth takes the GIL only O(log n) times; nothing per record touches a Python object.
 
@@ -43,15 +43,17 @@ cdef int g_reserve(Grow *g, Py_ssize_t extra) except -1 nogil:
 cdef int _g_grow(Grow *g, Py_ssize_t cap) except -1:
     cdef object b
     if g.buf == NULL:
-        b = _pa.allocate_buffer(cap, resizable=True)
+        b = _recycled(cap)
+        if b is None:
+            b = _pa.allocate_buffer(cap, resizable=True)
         Py_INCREF(b)
         g.buf = <PyObject *>b
     else:
         b = <object>g.buf
         b.resize(cap)
     g.data = <uint8_t *><Py_ssize_t>b.address
-    g.cap = cap
-    kx_advise_huge(g.data, <size_t>cap)  # (large columns: one page fault per 2 MiB where the pool's memory is new)
+    g.cap = b.size  # (a recycled buffer may be larger than asked)
+    kx_advise_huge(g.data, <size_t>g.cap)  # (large columns: one page fault per 2 MiB where memory is new)
     return 0
 
 
@@ -418,16 +420,106 @@ class _BinaryOverflow(Exception):
 
 
 cdef object _take(Grow *g):
-    """The filled part of a growable buffer, as a pyarrow buffer (no copy)."""
-    cdef object b
+    """The filled part of a growable buffer, as a pyarrow buffer (no copy unless most of it is unused)."""
+    cdef object b, small
+    cdef _Lease lease
     cdef Py_ssize_t n = g.len
     if g.buf == NULL:
         return _pa.py_buffer(b"")
     b = <object>g.buf
-    if g.cap - n > 65536 and g.cap > 4 * n:
-        b.resize(n, shrink_to_fit=True)  # do not pin twice the memory the column needs
+    if g.cap - n > 65536 and g.cap > 4 * n:  # do not pin several times the memory the column needs
+        if g.cap < RECYCLE_MIN:
+            b.resize(n, shrink_to_fit=True)
+            g_release(g)
+            return b.slice(0, n)
+        small = _pa.allocate_buffer(n)
+        if n:
+            memcpy(<void *><Py_ssize_t>small.address, g.data, n)
+        g_release(g)
+        _recycle(b)
+        return small
     g_release(g)
-    return b.slice(0, n)
+    if b.size < RECYCLE_MIN:
+        return b.slice(0, n)
+    lease = _Lease.__new__(_Lease)
+    lease.buf = b  # back to the cache when the last array using the memory is gone
+    return _pa.foreign_buffer(<Py_ssize_t>b.address, n, base=lease)
+
+
+# ------------------------------------------------------------------------------ recycled column memory
+# A column buffer of RECYCLE_MIN bytes or more is handed out on lease: when the last Arrow array using it is
+# gone, it goes into a small process-wide cache, and the next decode writes its columns there.  Handed back
+# to the pool instead, its pages are returned to the kernel a few milliseconds later (mimalloc's purge), and
+# the next decode faults them in again, which costs as much as half of the decoding: a consumer decoding
+# one fetch after another, with other work in between, would pay that on every call.  The cache holds at
+# most _recycle_limit bytes (buffer_cache_limit()), the oldest buffers dropped first; memory that any array
+# still uses is never in it.
+cdef Py_ssize_t RECYCLE_MIN = 1 << 20
+cdef list _recycle_free = []  # idle pyarrow ResizableBuffers, oldest first
+cdef Py_ssize_t _recycle_bytes = 0
+cdef Py_ssize_t _recycle_limit = 256 << 20
+
+
+@cython.final
+cdef class _Lease:
+    """The base object of a leased buffer: returns the buffer to the cache when Arrow lets go of it."""
+    cdef object buf
+
+    def __dealloc__(self):
+        if self.buf is not None and _recycle_free is not None:  # (None during interpreter shutdown)
+            _recycle(self.buf)
+        self.buf = None
+
+
+cdef object _recycled(Py_ssize_t cap):
+    """The smallest idle buffer of at least ``cap`` bytes, taken out of the cache; None if there is none."""
+    global _recycle_bytes
+    cdef Py_ssize_t i, size, best = -1, best_size = 0
+    if cap < RECYCLE_MIN:
+        return None
+    for i in range(len(_recycle_free)):
+        size = _recycle_free[i].size
+        if size >= cap and (best < 0 or size < best_size):
+            best = i
+            best_size = size
+    if best < 0:
+        return None
+    _recycle_bytes -= best_size
+    return _recycle_free.pop(best)
+
+
+cdef void _recycle(object b) noexcept:
+    global _recycle_bytes
+    cdef Py_ssize_t size = b.size
+    if size > _recycle_limit:
+        return
+    _recycle_free.append(b)
+    _recycle_bytes += size
+    _recycle_trim()
+
+
+cdef void _recycle_trim() noexcept:
+    global _recycle_bytes
+    while _recycle_bytes > _recycle_limit:
+        _recycle_bytes -= _recycle_free.pop(0).size
+
+
+def buffer_cache_limit(limit=None):
+    """How many bytes of idle column memory are kept for the next decode (256 MiB unless set); with
+    ``limit``, set it (0 empties the cache and turns it off) and return the previous limit."""
+    global _recycle_limit
+    cdef Py_ssize_t old = _recycle_limit
+    if limit is not None:
+        if limit < 0:
+            raise ValueError(f"the buffer cache limit must be >= 0, got {limit}")
+        _recycle_limit = limit
+        _recycle_trim()
+    return old
+
+
+def buffer_cache_bytes():
+    """Bytes of idle column memory in the cache now."""
+    return _recycle_bytes
 
 
 cdef object _bitmap(Grow *g, Py_ssize_t n, Py_ssize_t nulls):

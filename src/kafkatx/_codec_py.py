@@ -779,6 +779,26 @@ def decode_records(
     return f.feed(data)
 
 
+_buffer_cache_limit = 256 << 20
+
+
+def buffer_cache_limit(limit=None):
+    """The compiled codec's cache of idle column memory, same contract; this twin builds its columns
+    through pyarrow directly and caches nothing, so only the number is kept."""
+    global _buffer_cache_limit
+    old = _buffer_cache_limit
+    if limit is not None:
+        if limit < 0:
+            raise ValueError(f"the buffer cache limit must be >= 0, got {limit}")
+        _buffer_cache_limit = limit
+    return old
+
+
+def buffer_cache_bytes():
+    """Bytes of idle column memory in the cache now: always 0 for this twin."""
+    return 0
+
+
 def decode_arrow(
     data,
     *,

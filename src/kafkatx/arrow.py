@@ -46,12 +46,17 @@ __all__ = [
     "to_pandas",
     "decode_column",
     "decode_arrow_parallel",
+    "buffer_cache_limit",
+    "buffer_cache_bytes",
     "map_in_arrow_decoder",
     "spark_schema",
     "spark_arrow_schema",
 ]
 
 decode_arrow = _codec.decode_arrow
+# large column buffers are reused by the next decode once no array uses them (the compiled codec's cache)
+buffer_cache_limit = _codec.buffer_cache_limit
+buffer_cache_bytes = _codec.buffer_cache_bytes
 
 
 def _encode_arrow_missing(table, **kwargs):  # pragma: no cover - only on a backend without encode_arrow

@@ -2,9 +2,10 @@
 #
 # The decode loop is the one of ReadCommittedFilter (same visibility rules); instead of Record objects it
 # appends to growable buffers allocated from pyarrow's memory pool (the result needs no copy); large ones
-# are recycled between calls through a small cache of their own (see "Recycled column memory" below).  The buffers are sized once for the whole input from its batch headers
-# (presize), each batch reserves its rows before its record loop (decode_v2_columns writes through plain
-# pointers), and growth takes the GIL only O(log n) times; nothing per record touches a Python object.
+# are recycled between calls through a small cache of their own (see "Recycled column memory" below).
+# The buffers are sized once for the whole input from its batch headers (presize), each batch reserves its
+# rows before its record loop (decode_v2_columns writes through plain pointers), and growth takes the GIL
+# only O(log n) times; nothing per record touches a Python object.
 
 from cpython.ref cimport PyObject, Py_XDECREF
 from libc.string cimport memset

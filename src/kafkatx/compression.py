@@ -231,6 +231,22 @@ class _Sink:
 _scratch = threading.local()
 
 
+def _inflate_into(sink: _Sink, codec: str, parts) -> bytes | memoryview:
+    """Inflate ``parts`` (compressed frame, bound of its output) one after the other with cramjam's
+    ``decompress_into`` (``codec`` "lz4" or "zstd", without the GIL) into one room of the bounds' sum."""
+    module = getattr(_import("cramjam", codec), codec)
+    out = sink.open(sum(bound for _, bound in parts))
+    total = 0
+    try:
+        for src, bound in parts:
+            total += module.decompress_into(src, out[total : total + bound])
+    except Exception as exc:  # cramjam.DecompressionError
+        raise DecompressionError(f"invalid {codec} payload: {exc}") from None
+    finally:
+        out.release()
+    return sink.close(total)
+
+
 # ---------------------------------------------------------------------------------------------- lz4
 _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
 _M32 = 0xFFFFFFFF
@@ -337,26 +353,18 @@ def _unlz4(data, max_size: int, magic: int, sink: _Sink):
     repaired = _lz4_check_header(mv, magic)
     desc_end = 6 + (8 if mv[4] & 0x08 else 0)
     frame_end, bound = _lz4_frame_end(mv, desc_end)  # bytes after the end mark are ignored, as Kafka does
+    src = mv[:frame_end] if repaired is None else repaired + bytes(mv[len(repaired) : frame_end])
     if bound > max_size:
         # the bound is loose (255x per block); inflate with a stop at max_size to learn the real size
-        return _unlz4_limited(mv, repaired, frame_end, max_size)
-    src = mv[:frame_end] if repaired is None else repaired + bytes(mv[len(repaired) : frame_end])
-    out = sink.open(bound)
-    try:
-        n = _import("cramjam", "lz4").lz4.decompress_into(src, out)
-    except Exception as exc:  # cramjam.DecompressionError
-        raise DecompressionError(f"invalid lz4 payload: {exc}") from None
-    finally:
-        out.release()
-    return sink.close(n)
+        return _unlz4_limited(src, max_size)
+    return _inflate_into(sink, "lz4", [(src, bound)])
 
 
-def _unlz4_limited(mv, repaired, frame_end: int, max_size: int) -> bytes:
+def _unlz4_limited(src, max_size: int) -> bytes:
     frame = _import("lz4.frame", "lz4")
-    src = bytes(mv[:frame_end]) if repaired is None else repaired + bytes(mv[len(repaired) : frame_end])
     try:
         d = frame.LZ4FrameDecompressor()
-        out = d.decompress(src, max_length=max_size + 1)
+        out = d.decompress(bytes(src), max_length=max_size + 1)
     except RuntimeError as exc:
         raise DecompressionError(f"invalid lz4 payload: {exc}") from None
     if len(out) > max_size or not d.eof:
@@ -483,18 +491,7 @@ def _unzstd(data, max_size: int, sink: _Sink):
     if total_bound > max_size or not all(0 < bound <= ZSTD_ONE_SHOT_MAX for _, _, bound in frames):
         return _unzstd_streaming(mv, frames, max_size)
     # every frame in one call into the room its walk bounds (about twice as fast as a streaming object)
-    cramjam = _import("cramjam", "zstd")
-    out = sink.open(total_bound)
-    total = 0
-    try:
-        for start, stop, bound in frames:
-            try:
-                total += cramjam.zstd.decompress_into(mv[start:stop], out[total : total + bound])
-            except Exception as exc:  # cramjam.DecompressionError
-                raise DecompressionError(f"invalid zstd payload: {exc}") from None
-    finally:
-        out.release()
-    return sink.close(total)
+    return _inflate_into(sink, "zstd", [(mv[start:stop], bound) for start, stop, bound in frames])
 
 
 def _unzstd_streaming(mv, frames, max_size: int) -> bytes:

@@ -767,3 +767,30 @@ def test_legacy_entries_before_a_format_upgrade(codec, tmp_path):
     with open_partition(pdir, codec=codec) as p:
         assert _tuples(p.read(isolation="read_uncommitted")) == _tuples(codec.decode_records(wrapped))
         assert p.log_end_offset == 13
+
+
+# ------------------------------------------------------------------------------------------ damaged markers
+def _marker_of_an_aborted_transaction(built):
+    """(segment index, BatchInfo) of an ABORT marker closing a transaction with data."""
+    aborts = {t["marker"] for t in built.txns if t.get("outcome") == "abort"}
+    return next(b for b in built.batches if b.kind == "marker" and b.base_offset in aborts)
+
+
+def test_a_damaged_marker_stops_the_replay_naming_file_and_position(built, codec, tmp_path):
+    """A marker decides what is aborted: one whose CRC does not match raises from the replay (the header
+    scan reads markers whole and checks them), naming the file and the marker's position; with
+    ``verify_crc=False`` its type is taken as read."""
+    copy = _copy(built, tmp_path)
+    m = _marker_of_an_aborted_transaction(built)
+    log = os.path.join(copy, os.path.basename(built.seg_path(m.segment)))
+    data = bytearray(pathlib.Path(log).read_bytes())
+    with open_partition(copy, codec=codec) as p:
+        want = p.aborted_transactions_by_segment("scan")
+    data[m.position + m.size - 2] ^= 0x01  # the coordinator epoch (before the header count): CRC only
+    pathlib.Path(log).write_bytes(bytes(data))
+    with open_partition(copy, codec=codec) as p:
+        with pytest.raises(CrcMismatchError) as ei:
+            p.aborted_transactions_by_segment("scan")
+    assert ei.value.file == log and ei.value.position == m.position and log in str(ei.value)
+    with open_partition(copy, codec=codec, verify_crc=False) as p:
+        assert p.aborted_transactions_by_segment("scan") == want

@@ -22,6 +22,7 @@ import _spec
 from _txn_helpers import (
     CONTROL,
     TRANSACTIONAL,
+    TS,
     control_batch,
     control_key,
     data,
@@ -44,6 +45,7 @@ from kafkatx.errors import (
     InvalidRecordError,
 )
 from kafkatx.producer_state import ProducerStateManager
+from kafkatx.txnindex import AbortedTxn
 from kafkatx.transactions import (
     aborted_transactions,
     control_records,
@@ -796,3 +798,125 @@ def test_filter_skips_records_below_next_offset_when_a_batch_is_fetched_again(co
     f.last_stable_offset = 5
     got = offsets(f.feed(b"")) + offsets(f.feed(batch))  # the Fetch response from offset 3
     assert got == [3, 4] and f.next_offset == 5
+
+
+# ------------------------------------------------------------------ marker types in header scans
+def _scan_control_types(codec, log, tmp_path, *, verify_control):
+    """control_type of scan_batches and of scan_batches_fd over the same bytes on disk."""
+    path = tmp_path / "scan.log"
+    path.write_bytes(log)
+    in_memory = list(codec.scan_batches(log, verify_control=verify_control)["control_type"])
+    with open(path, "rb") as fh:
+        from_file = list(codec.scan_batches_fd(fh.fileno(), 0, len(log), verify_control=verify_control)["control_type"])
+    return in_memory, from_file
+
+
+def test_header_scans_read_marker_types(codec, tmp_path):
+    """scan_batches' control_type: a marker's type without decoding its batch, equal to
+    RecordBatch.first_control_type wherever it is given; -1 for data, empty control batches and legacy
+    entries; -3 (not read) for what only first_control_type can decide: compressed, several records,
+    malformed keys, and (from a file) a control batch over 64 KiB; -2 for a damaged one with
+    verify_control."""
+    big_value = marker_value(7) + bytes(70_000)
+    mid_value = marker_value(7) + bytes(1_000)
+    lz4_control = _spec.rebatch(control_batch(9, control_key(0), marker_value(0), pid=5, txn=True),
+                                lz4.frame.compress(_spec.raw_record(key=control_key(0), value=marker_value(0)),
+                                                   block_linked=False), 3)  # fmt: skip
+    batches = [
+        (data(codec, 0, 2, pid=5, epoch=0, seq=0, txn=True), -1, -1),
+        (marker("commit", 5, 0, 2), 1, 1),
+        (marker("abort", 5, 0, 3), 0, 0),
+        (control_batch(4, control_key(5), marker_value(0), pid=5, txn=True), 5, 5),  # an unknown type
+        (empty_batch(5, pid=5, epoch=0, attributes=CONTROL | TRANSACTIONAL), -1, -1),
+        (control_batch(6, control_key(0), marker_value(0), pid=5, txn=True,
+                       extra_records=[(control_key(1), marker_value(0))]), -3, -3),  # fmt: skip
+        (control_batch(8, b"\x00\x00", marker_value(0), pid=5, txn=True), -3, -3),  # a 2-byte key
+        (lz4_control, -3, -3),
+        (control_batch(10, control_key(0, version=-1), marker_value(0), pid=5, txn=True), -3, -3),
+        (control_batch(11, control_key(1), mid_value, pid=5, txn=True), 1, 1),  # read whole from a file too
+        (control_batch(12, control_key(0), big_value, pid=5, txn=True), 0, -3),  # too large to read whole
+        (data(codec, 13, 1), -1, -1),
+    ]
+    log = b"".join(b for b, _, _ in batches)
+    in_memory, from_file = _scan_control_types(codec, log, tmp_path, verify_control=True)
+    assert in_memory == [m for _, m, _ in batches]
+    assert from_file == [f for _, _, f in batches]
+    for (batch, want, _), got in zip(batches, in_memory):
+        if got >= 0:
+            assert codec.RecordBatch(batch).first_control_type() == want
+    # large batches of data around the markers: the file scan peeks at headers instead of windows
+    bulky = []
+    for i in range(3):
+        b = codec.BatchBuilder(base_offset=100 + 41 * i, producer_id=6, producer_epoch=0, base_sequence=40 * i,
+                               transactional=True)  # fmt: skip
+        for k in range(40):
+            b.append(_spec.lcg_bytes(1_000, k), key=key_of(k), timestamp=TS)
+        bulky.append(b.build())
+    assert min(len(b) for b in bulky) > 32_768
+    log2 = b"".join([bulky[0], marker("abort", 6, 0, 140), bulky[1], marker("commit", 6, 0, 181), bulky[2]])
+    for verify in (False, True):
+        assert _scan_control_types(codec, log2, tmp_path, verify_control=verify) == ([-1, 0, -1, 1, -1],) * 2
+    # a damaged marker: -2 when checked, its type when not
+    damaged = bytearray(log2)
+    pos = len(bulky[0]) + len(marker("abort", 6, 0, 140)) - 2  # the coordinator epoch (before the header count)
+    damaged[pos] ^= 0x01
+    assert _scan_control_types(codec, bytes(damaged), tmp_path, verify_control=True) == ([-1, -2, -1, 1, -1],) * 2
+    assert _scan_control_types(codec, bytes(damaged), tmp_path, verify_control=False) == ([-1, 0, -1, 1, -1],) * 2
+
+
+def test_replay_transactions_follows_the_producer_state_rules(codec):
+    """replay_transactions over hand-written header columns: data opens a transaction once, a marker
+    closes it (ABORT: an entry with the LSO at the marker), a marker without data and an empty control
+    batch change nothing, rows below from_offset are skipped, unread markers go through resolve(), and a
+    marker at or above the high watermark is reported."""
+    import array
+
+    T, C = TRANSACTIONAL, CONTROL | TRANSACTIONAL
+    rows = [  # (base offset, producer id, attributes, magic, control_type)
+        (0, 1, T, 2, -1),  # pid 1 opens at 0
+        (1, 2, T, 2, -1),  # pid 2 opens at 1
+        (2, 1, T, 2, -1),  # pid 1 again: still the transaction opened at 0
+        (3, 3, C, 2, 0),  # an ABORT of pid 3, which has no data here: nothing
+        (4, 1, C, 2, -1),  # an empty control batch of pid 1: nothing
+        (5, 1, C, 2, 0),  # pid 1 ABORTs: entry (1, 0, 5, lso 1: pid 2 is still open)
+        (6, 4, 0, 2, -1),  # not transactional
+        (7, 2, C, 2, -3),  # pid 2's marker, not read by the scan: resolve() says COMMIT
+        (8, 5, T, 2, -1),  # pid 5 opens at 8
+        (9, 5, C, 2, -2),  # damaged: resolve() says ABORT (a real reader would raise there)
+        (10, 6, T, 1, -1),  # legacy magic: ignored
+        (11, 7, T, 2, -1),  # pid 7 opens at 11 and stays open
+    ]
+    cols = {
+        "position": array.array("q", [100 * i for i in range(len(rows))]),
+        "base_offset": array.array("q", [r[0] for r in rows]),
+        "producer_id": array.array("q", [r[1] for r in rows]),
+        "attributes": array.array("h", [r[2] for r in rows]),
+        "magic": array.array("b", [r[3] for r in rows]),
+        "size_in_bytes": array.array("i", [100] * len(rows)),
+        "control_type": array.array("h", [r[4] for r in rows]),
+    }
+    order = ("position", "base_offset", "producer_id", "attributes", "magic", "size_in_bytes", "control_type")
+    resolved = {7: 1, 9: 0}
+    asked = []
+
+    def resolve(i):
+        asked.append(i)
+        return resolved[i]
+
+    open_txns, opened_at, aborted = {}, {}, []
+    unreplicated = codec.replay_transactions(*(cols[k] for k in order), open_txns, opened_at, aborted, "seg",
+                                             9, None, resolve, AbortedTxn)  # fmt: skip
+    assert aborted == [AbortedTxn(1, 0, 5, 1), AbortedTxn(5, 8, 9, 10)]
+    assert open_txns == {7: 11} and opened_at[7] == ("seg", 1100, 100)
+    assert asked == [7, 9]
+    assert unreplicated == 8  # pid 5's transaction ended with a marker at the high watermark (9)
+    # from a snapshot at offset 3 that holds pid 2 open since 1: rows below 3 are skipped
+    open_txns, opened_at, aborted = {2: 1}, {}, []
+    assert codec.replay_transactions(*(cols[k] for k in order), open_txns, opened_at, aborted, "seg", 100, 3,
+                                     resolve, AbortedTxn) is None  # fmt: skip
+    assert aborted == [AbortedTxn(5, 8, 9, 10)] and open_txns == {7: 11}  # pid 1's abort at 5: no data seen
+    with pytest.raises(ValueError):
+        codec.replay_transactions(*(cols[k] for k in order), {}, {}, [], "seg", 100)  # needs resolve()
+    short = dict(cols, control_type=array.array("h", [-1]))
+    with pytest.raises(ValueError):
+        codec.replay_transactions(*(short[k] for k in order), {}, {}, [], "seg", 100)

@@ -1636,13 +1636,14 @@ cdef struct ScanCols:
     int32_t *size_in_bytes
     int16_t *producer_epoch
     int16_t *attributes
+    int16_t *control_type
     int8_t *magic
 
 
 cdef void _scan_free(ScanCols *c) noexcept nogil:
     free(c.position); free(c.base_offset); free(c.last_offset); free(c.producer_id); free(c.max_timestamp)
     free(c.base_sequence); free(c.records_count); free(c.size_in_bytes); free(c.producer_epoch)
-    free(c.attributes); free(c.magic)
+    free(c.attributes); free(c.control_type); free(c.magic)
 
 
 cdef int _scan_alloc(ScanCols *c, Py_ssize_t cap) noexcept nogil:
@@ -1656,10 +1657,12 @@ cdef int _scan_alloc(ScanCols *c, Py_ssize_t cap) noexcept nogil:
     c.size_in_bytes = <int32_t *>realloc(c.size_in_bytes, cap * 4)
     c.producer_epoch = <int16_t *>realloc(c.producer_epoch, cap * 2)
     c.attributes = <int16_t *>realloc(c.attributes, cap * 2)
+    c.control_type = <int16_t *>realloc(c.control_type, cap * 2)
     c.magic = <int8_t *>realloc(c.magic, cap)
     if (c.position == NULL or c.base_offset == NULL or c.last_offset == NULL or c.producer_id == NULL
             or c.max_timestamp == NULL or c.base_sequence == NULL or c.records_count == NULL
-            or c.size_in_bytes == NULL or c.producer_epoch == NULL or c.attributes == NULL or c.magic == NULL):
+            or c.size_in_bytes == NULL or c.producer_epoch == NULL or c.attributes == NULL
+            or c.control_type == NULL or c.magic == NULL):
         return -1
     c.cap = cap
     return 0
@@ -1679,10 +1682,38 @@ cdef enum:
     SCAN_IO = 6
 
 
-cdef int _scan_entry(const uint8_t *p, Py_ssize_t left, bint verify, ScanCols *c, Py_ssize_t pos,
-                     Py_ssize_t *total_out) noexcept nogil:
+# control_type column: the first control record's type (0 ABORT, 1 COMMIT, ...) of a v2 control batch,
+# or one of these
+cdef enum:
+    CONTROL_NONE = -1  # not a control batch, or one without records (cleaned)
+    CONTROL_CRC = -2  # a control batch whose CRC does not match (only looked at with verify_control)
+    CONTROL_UNKNOWN = -3  # not found here: compressed, its bytes not at hand, or its first record not a
+                          # well-formed control key (RecordBatch.first_control_type decides, or raises)
+
+
+cdef int16_t _control_type(const uint8_t *p, Py_ssize_t total, Py_ssize_t avail, Header *h,
+                           bint verify) noexcept nogil:
+    """control_type of the v2 batch at ``p`` (``total`` bytes, ``avail`` of them at ``p``)."""
+    cdef Py_ssize_t pos = RECORD_BATCH_OVERHEAD
+    cdef RecView rv
+    cdef kx_rec_error e
+    cdef int16_t ctype
+    if not (h.attributes & CONTROL_FLAG_MASK) or h.records_count == 0:
+        return CONTROL_NONE
+    if avail < total or (h.attributes & COMPRESSION_CODEC_MASK) or h.records_count != 1:
+        return CONTROL_UNKNOWN  # (Kafka writes one record per marker batch, uncompressed)
+    if verify and kx_crc32c(0, p + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET)) != h.crc:
+        return CONTROL_CRC
+    if kx_parse_record(p, &pos, total, &rv, &e) or pos != total or rv.klen < 4 or kx_load_be_i16(rv.key) < 0:
+        return CONTROL_UNKNOWN
+    ctype = kx_load_be_i16(rv.key + 2)
+    return ctype if ctype >= 0 else CONTROL_UNKNOWN
+
+
+cdef int _scan_entry(const uint8_t *p, Py_ssize_t left, Py_ssize_t avail, bint verify, bint verify_control,
+                     ScanCols *c, Py_ssize_t pos, Py_ssize_t *total_out) noexcept nogil:
     """One entry of a header scan at ``pos``: ``left`` bytes remain from it to the end of the input, of
-    which ``p`` holds at least ``min(left, RECORD_BATCH_OVERHEAD)`` (all of them if ``verify``)."""
+    which ``p`` holds ``avail``, at least ``min(left, RECORD_BATCH_OVERHEAD)`` (all of them if ``verify``)."""
     cdef Py_ssize_t total, i
     cdef int32_t size
     cdef int8_t magic
@@ -1720,6 +1751,7 @@ cdef int _scan_entry(const uint8_t *p, Py_ssize_t left, bint verify, ScanCols *c
         c.records_count[i] = h.records_count
         c.producer_epoch[i] = h.producer_epoch
         c.attributes[i] = <int16_t>h.attributes
+        c.control_type[i] = _control_type(p, total, avail, &h, verify_control and not verify)
     else:
         # legacy entry: its offset is the (last) message offset; inner offsets need inflating
         c.base_offset[i] = kx_load_be_i64(p)
@@ -1730,18 +1762,19 @@ cdef int _scan_entry(const uint8_t *p, Py_ssize_t left, bint verify, ScanCols *c
         c.records_count[i] = -1
         c.producer_epoch[i] = -1
         c.attributes[i] = p[17]
+        c.control_type[i] = CONTROL_NONE
     c.n += 1
     total_out[0] = total
     return SCAN_OK
 
 
-cdef int _scan(const uint8_t *buf, Py_ssize_t end, bint verify, ScanCols *c, Py_ssize_t *stop,
-               Py_ssize_t *errpos) noexcept nogil:
+cdef int _scan(const uint8_t *buf, Py_ssize_t end, bint verify, bint verify_control, ScanCols *c,
+               Py_ssize_t *stop, Py_ssize_t *errpos) noexcept nogil:
     """Header scan of every complete entry: the fast path behind ``scan_batches``."""
     cdef Py_ssize_t pos = 0, total = 0
     cdef int err
     while True:
-        err = _scan_entry(buf + pos, end - pos, verify, c, pos, &total)
+        err = _scan_entry(buf + pos, end - pos, end - pos, verify, verify_control, c, pos, &total)
         if err != SCAN_OK:
             break
         pos += total
@@ -1752,30 +1785,61 @@ cdef int _scan(const uint8_t *buf, Py_ssize_t end, bint verify, ScanCols *c, Py_
     return err
 
 
-cdef int _scan_fd(int fd, Py_ssize_t start, Py_ssize_t end, ScanCols *c, Py_ssize_t *stop,
-                  Py_ssize_t *errpos, uint8_t *hdr, int *errno_out) noexcept nogil:
-    """``_scan`` of the file bytes [start, end) of ``fd``, reading each entry's header with pread into
-    ``hdr`` (RECORD_BATCH_OVERHEAD bytes; the failing entry's header stays there).  No CRC check: that
-    needs the whole batch.  Positions relative to ``start``."""
-    cdef Py_ssize_t pos = 0, total = 0, left, want
+cdef enum:
+    SCAN_WINDOW = 65536  # bytes per read while batches are small (and the largest control batch read whole)
+    SCAN_PEEK = 256  # bytes per read once they are large: a header, or a whole marker batch (~80 bytes)
+    SCAN_SMALL_BATCH_MAX = 16384  # a batch smaller than this: the next read takes a window of several
+
+
+cdef int _scan_fd(int fd, Py_ssize_t start, Py_ssize_t end, bint verify_control, ScanCols *c,
+                  Py_ssize_t *stop, Py_ssize_t *errpos, uint8_t *win, Py_ssize_t *errat,
+                  int *errno_out) noexcept nogil:
+    """``_scan`` of the file bytes [start, end) of ``fd`` with ``pread`` into ``win`` (SCAN_WINDOW bytes):
+    a window of several entries at a time while they are small, a peek at each header once they are large;
+    a control batch is read whole (up to SCAN_WINDOW bytes) for its control_type.  No CRC check but
+    ``verify_control``'s.  Positions relative to ``start``; ``errat``: where the failing entry is in ``win``."""
+    cdef Py_ssize_t pos = 0, total = 0, left, want, avail, wstart = 0, wlen = 0, i
     cdef long long got
     cdef int err
+    cdef bint small = False  # (a peek first: a segment of large batches reads no window)
+    cdef Header h
     while True:
         left = end - start - pos
-        want = left if left < RECORD_BATCH_OVERHEAD else RECORD_BATCH_OVERHEAD
-        if want <= 0:
+        if left <= 0:
             err = SCAN_INCOMPLETE
             break
-        got = kx_pread(fd, hdr, <size_t>want, start + pos)
-        if got < 0:
-            errno_out[0] = <int>-got
-            err = SCAN_IO
-            break
-        if got < want:
-            left = got  # the file is shorter than it was: it ends here
-        err = _scan_entry(hdr, left, False, c, pos, &total)
+        avail = wstart + wlen - pos if wstart <= pos < wstart + wlen else 0
+        if avail < left and avail < RECORD_BATCH_OVERHEAD:
+            want = min(left, <Py_ssize_t>(SCAN_WINDOW if small else SCAN_PEEK))
+            got = kx_pread(fd, win, <size_t>want, start + pos)
+            if got < 0:
+                errno_out[0] = <int>-got
+                err = SCAN_IO
+                break
+            wstart = pos
+            wlen = <Py_ssize_t>got
+            avail = wlen
+            if got < want:
+                end = start + pos + got  # the file is shorter than it was: it ends here
+                left = got
+        err = _scan_entry(win + (pos - wstart), left, avail, False, verify_control, c, pos, &total)
+        errat[0] = pos - wstart
         if err != SCAN_OK:
             break
+        i = c.n - 1
+        if c.control_type[i] == CONTROL_UNKNOWN and avail < total <= SCAN_WINDOW:
+            # a marker batch larger than what was read: read it whole
+            got = kx_pread(fd, win, <size_t>total, start + pos)
+            if got < 0:
+                errno_out[0] = <int>-got
+                err = SCAN_IO
+                break
+            wstart = pos
+            wlen = <Py_ssize_t>got
+            if got == total:
+                read_header(win, &h)
+                c.control_type[i] = _control_type(win, total, total, &h, verify_control)
+        small = total < SCAN_SMALL_BATCH_MAX
         pos += total
     stop[0] = pos
     if err == SCAN_INCOMPLETE:
@@ -1784,13 +1848,20 @@ cdef int _scan_fd(int fd, Py_ssize_t start, Py_ssize_t end, ScanCols *c, Py_ssiz
     return err
 
 
-def scan_batches(data, *, bint verify_crc=False):
+def scan_batches(data, *, bint verify_crc=False, bint verify_control=False):
     """Header fields of every complete batch in ``data`` as columns, without decoding any record.
 
     Returns a dict of ``array.array`` columns (``position, base_offset, last_offset, producer_id,
     max_timestamp`` int64; ``base_sequence, records_count, size_in_bytes`` int32; ``producer_epoch,
-    attributes`` int16; ``magic`` int8) plus ``valid_bytes`` and ``trailing_bytes``.  The scan runs
-    without the GIL; legacy entries report their entry offset and ``records_count`` -1.
+    attributes, control_type`` int16; ``magic`` int8) plus ``valid_bytes`` and ``trailing_bytes``.  The
+    scan runs without the GIL; legacy entries report their entry offset and ``records_count`` -1.
+
+    ``control_type``: for a v2 control batch the type of its first control record (0 ABORT, 1 COMMIT),
+    read without decoding the batch; -1 for other entries and control batches without records; -2 for a
+    control batch whose CRC does not match (checked for control batches only with ``verify_control``;
+    ``verify_crc`` checks every batch and raises); -3 where it cannot be read that way (compressed, not
+    one record, or not a well-formed control record: :meth:`RecordBatch.first_control_type` decides or
+    raises).
     """
     cdef _Buffer b = _Buffer(data)
     cdef ScanCols c
@@ -1799,10 +1870,10 @@ def scan_batches(data, *, bint verify_crc=False):
     cdef Header h
     memset_scan(&c)
     try:
-        if _scan_alloc(&c, 1024):
+        if _scan_alloc(&c, 64):
             raise MemoryError()
         with nogil:
-            err = _scan(b.ptr, b.size, verify_crc, &c, &stop, &errpos)
+            err = _scan(b.ptr, b.size, verify_crc, verify_control, &c, &stop, &errpos)
         if err == SCAN_CRC:
             n = kx_load_be_i32(b.ptr + errpos + LENGTH_OFFSET) + LOG_OVERHEAD
             check_v2_header(b.ptr, errpos, n, &h)
@@ -1813,31 +1884,90 @@ def scan_batches(data, *, bint verify_crc=False):
         _scan_free(&c)
 
 
-def scan_batches_fd(int fd, Py_ssize_t start, Py_ssize_t end):
+def scan_batches_fd(int fd, Py_ssize_t start, Py_ssize_t end, *, bint verify_control=False):
     """``scan_batches(file bytes [start, end))`` of the open file ``fd`` (positions relative to
-    ``start``) without mapping or reading the file: one ``pread`` of each entry's header, without the
-    GIL.  No CRC check (that needs every byte).  Same columns, same errors; OSError if a read fails."""
+    ``start``) without mapping the file: ``pread`` of windows of several entries while they are small,
+    of each header once they are large, and of each control batch whole, without the GIL.  No CRC check
+    but ``verify_control``'s (that needs every byte).  Same columns, same errors; OSError if a read fails."""
     cdef ScanCols c
-    cdef Py_ssize_t stop = 0, errpos = 0
+    cdef Py_ssize_t stop = 0, errpos = 0, errat = 0
     cdef int err, errno_ = 0
-    cdef uint8_t hdr[RECORD_BATCH_OVERHEAD]
+    cdef uint8_t *win
     if start < 0 or end < start:
         raise ValueError(f"bad file range [{start}, {end})")
     cdef Py_ssize_t size = end - start  # (trailing_bytes are counted to the end asked for)
     end = max(start, min(end, os.fstat(fd).st_size))  # a file cut since its size was taken ends sooner
     memset_scan(&c)
+    win = <uint8_t *>malloc(SCAN_WINDOW)
     try:
-        if _scan_alloc(&c, 1024):
+        if win == NULL or _scan_alloc(&c, 64):
             raise MemoryError()
         with nogil:
-            err = _scan_fd(fd, start, end, &c, &stop, &errpos, hdr, &errno_)
+            err = _scan_fd(fd, start, end, verify_control, &c, &stop, &errpos, win, &errat, &errno_)
         if err == SCAN_IO:
             raise OSError(errno_, f"reading the batch header at file position {start + stop}: "
                                   f"{os.strerror(errno_)}")
-        _scan_raise(err, hdr, errpos)
+        _scan_raise(err, win + errat, errpos)
         return _scan_columns(&c, stop, size)
     finally:
+        free(win)
         _scan_free(&c)
+
+
+def replay_transactions(const int64_t[:] position, const int64_t[:] base_offset, const int64_t[:] producer_id,
+                        const int16_t[:] attributes, const int8_t[:] magic, const int32_t[:] size_in_bytes,
+                        const int16_t[:] control_type, dict open_txns, dict opened_at, list aborted, segment,
+                        int64_t high_watermark, from_offset=None, resolve=None, entry=None):
+    """Replay one segment's batch headers (``scan_batches`` columns) as Kafka's producer state does for
+    transactions: a transactional data batch opens its producer's transaction if none is open
+    (``open_txns[producer_id] = base_offset``, ``opened_at[producer_id] = (segment, position, size)``); a
+    COMMIT or ABORT marker closes it; a marker without an open transaction, or an empty control batch,
+    changes nothing.  For each ABORT that closes a transaction, appends ``entry(producer_id, first_offset,
+    marker_offset, last_stable_offset)`` (a tuple of them if ``entry`` is None) to ``aborted`` (the LSO at the marker: the smallest first offset
+    still open, else the marker's offset + 1, as the broker writes it to ``.txnindex``).
+
+    Rows below ``from_offset`` are skipped.  A marker whose ``control_type`` is not known (-2, -3) is
+    resolved by ``resolve(row)``, which returns its type or raises.  Returns the smallest first offset of
+    a transaction closed by a marker at or above ``high_watermark``, or None.
+    """
+    cdef Py_ssize_t i, n = base_offset.shape[0]
+    cdef int64_t b, lso, skip_below = INT64_MIN if from_offset is None else <int64_t>from_offset
+    cdef int16_t a
+    cdef int ctype
+    cdef object key, first, unreplicated = None
+    if (position.shape[0] < n or producer_id.shape[0] < n or attributes.shape[0] < n or magic.shape[0] < n
+            or size_in_bytes.shape[0] < n or control_type.shape[0] < n):
+        raise ValueError("the header columns differ in length")
+    for i in range(n):
+        a = attributes[i]
+        if not (a & TRANSACTIONAL_FLAG_MASK) or magic[i] < 2 or producer_id[i] < 0:
+            continue
+        b = base_offset[i]
+        if b < skip_below:
+            continue  # before the snapshot: its state is in open_txns
+        key = producer_id[i]
+        if not (a & CONTROL_FLAG_MASK):
+            if key not in open_txns:
+                open_txns[key] = b
+                opened_at[key] = (segment, position[i], size_in_bytes[i])
+            continue
+        first = open_txns.get(key)
+        if first is None:
+            continue  # a marker without data on this partition
+        ctype = control_type[i]
+        if ctype < CONTROL_NONE:
+            if resolve is None:
+                raise ValueError(f"the control batch of row {i} needs resolve()")
+            ctype = resolve(i)
+        if ctype != 0 and ctype != 1:
+            continue  # empty control batch (cleaned) or not a transaction marker
+        del open_txns[key]
+        if b >= high_watermark and (unreplicated is None or first < unreplicated):
+            unreplicated = first
+        if ctype == 0:
+            lso = min(open_txns.values()) if open_txns else b + 1
+            aborted.append((key, first, b, lso) if entry is None else entry(key, first, b, lso))
+    return unreplicated
 
 
 cdef int _scan_raise(int err, const uint8_t *entry, Py_ssize_t errpos) except -1:
@@ -1867,6 +1997,7 @@ cdef dict _scan_columns(ScanCols *c, Py_ssize_t stop, Py_ssize_t size):
         "size_in_bytes": _column("i", <char *>c.size_in_bytes, n * 4),
         "producer_epoch": _column("h", <char *>c.producer_epoch, n * 2),
         "attributes": _column("h", <char *>c.attributes, n * 2),
+        "control_type": _column("h", <char *>c.control_type, n * 2),
         "magic": _column("b", <char *>c.magic, n),
         "valid_bytes": stop,
         "trailing_bytes": size - stop,
@@ -1878,7 +2009,7 @@ cdef void memset_scan(ScanCols *c) noexcept:
     c.cap = 0
     c.position = NULL; c.base_offset = NULL; c.last_offset = NULL; c.producer_id = NULL; c.max_timestamp = NULL
     c.base_sequence = NULL; c.records_count = NULL; c.size_in_bytes = NULL; c.producer_epoch = NULL
-    c.attributes = NULL; c.magic = NULL
+    c.attributes = NULL; c.control_type = NULL; c.magic = NULL
 
 
 cdef object _column(str typecode, char *data, Py_ssize_t nbytes):

@@ -26,6 +26,7 @@ from ._common import (
 )
 from . import compression as _compression
 from ._consts import (
+    COMPRESSION_CODEC_MASK,
     COMPRESSION_NAMES,
     CONTROL_FLAG_MASK,
     DEFAULT_MAX_DECOMPRESSED_SIZE,
@@ -1027,26 +1028,32 @@ def _write_batch(base_offset, leader_epoch, attributes, last_offset_delta, base_
 _SCAN_COLUMNS = (
     ("position", "q"), ("base_offset", "q"), ("last_offset", "q"), ("producer_id", "q"), ("max_timestamp", "q"),
     ("base_sequence", "i"), ("records_count", "i"), ("size_in_bytes", "i"), ("producer_epoch", "h"),
-    ("attributes", "h"), ("magic", "b"),
+    ("attributes", "h"), ("magic", "b"), ("control_type", "h"),
 )  # fmt: skip
 
+# control_type values that are not a control record type (see scan_batches)
+CONTROL_NONE, CONTROL_CRC, CONTROL_UNKNOWN = -1, -2, -3
+_SCAN_WINDOW = 65536  # the largest control batch scan_batches_fd reads whole
 
-def scan_batches(data, *, verify_crc: bool = False) -> dict:
+
+def scan_batches(data, *, verify_crc: bool = False, verify_control: bool = False) -> dict:
     """Header fields of every complete batch in ``data`` as columns, without decoding any record.
 
     Returns a dict of ``array.array`` columns (``position, base_offset, last_offset, producer_id,
     max_timestamp`` int64; ``base_sequence, records_count, size_in_bytes`` int32; ``producer_epoch,
-    attributes`` int16; ``magic`` int8) plus ``valid_bytes`` and ``trailing_bytes``.  Legacy entries
-    report their entry offset and ``records_count`` -1.
+    attributes, control_type`` int16; ``magic`` int8) plus ``valid_bytes`` and ``trailing_bytes``.  Legacy
+    entries report their entry offset and ``records_count`` -1.  ``control_type``: see the compiled
+    codec's ``scan_batches``.
     """
     view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
-    return _scan_entries(lambda pos, left: (view, pos, left), len(view), view if verify_crc else None)
+    return _scan_entries(lambda pos, left: (view, pos, left), len(view), view if verify_crc else None,
+                         lambda pos, total: (view, pos), verify_control and not verify_crc)  # fmt: skip
 
 
-def scan_batches_fd(fd: int, start: int, end: int) -> dict:
+def scan_batches_fd(fd: int, start: int, end: int, *, verify_control: bool = False) -> dict:
     """``scan_batches(file bytes [start, end))`` of the open file ``fd`` (positions relative to
-    ``start``), reading only each entry's header (``os.pread``).  No CRC check.  Same columns, same
-    errors; OSError if a read fails."""
+    ``start``), reading only each entry's header and each control batch (``os.pread``).  No CRC check but
+    ``verify_control``'s.  Same columns, same errors; OSError if a read fails."""
     if start < 0 or end < start:
         raise ValueError(f"bad file range [{start}, {end})")
     size = end - start  # (trailing_bytes are counted to the end asked for)
@@ -1057,15 +1064,40 @@ def scan_batches_fd(fd: int, start: int, end: int) -> dict:
         short = len(header) < min(left, RECORD_BATCH_OVERHEAD)  # the file is shorter than it was
         return header, 0, len(header) if short else left
 
-    cols = _scan_entries(window, end - start, None)
+    def whole(pos, total):
+        if total > _SCAN_WINDOW:
+            return None, 0
+        data = os.pread(fd, total, start + pos)
+        return (data, 0) if len(data) == total else (None, 0)
+
+    cols = _scan_entries(window, end - start, None, whole, verify_control)
     cols["trailing_bytes"] = size - cols["valid_bytes"]
     return cols
 
 
-def _scan_entries(window, end: int, crc_view) -> dict:
+def _control_type(whole, pos, total, attrs, count, crc, verify) -> int:
+    """The control_type column's value for the v2 batch at ``pos`` (``whole(pos, total)``: its bytes)."""
+    if not attrs & CONTROL_FLAG_MASK or count == 0:
+        return CONTROL_NONE
+    if attrs & COMPRESSION_CODEC_MASK or count != 1:
+        return CONTROL_UNKNOWN  # (Kafka writes one record per marker batch, uncompressed)
+    buf, at = whole(pos, total)
+    if buf is None:
+        return CONTROL_UNKNOWN
+    if verify and crc32c(memoryview(buf)[at + 21 : at + total]) != crc:
+        return CONTROL_CRC
+    try:
+        ctype = RecordBatch(buf, at, total, DEFAULT_MAX_DECOMPRESSED_SIZE, False).first_control_type()
+    except KafkaTxError:
+        return CONTROL_UNKNOWN
+    return ctype if ctype >= 0 else CONTROL_UNKNOWN
+
+
+def _scan_entries(window, end: int, crc_view, whole, verify_control: bool) -> dict:
     """The scan behind both: ``window(pos, left)`` gives ``(buffer, at, left)``, the entry at ``pos``
     starting at ``buffer[at]`` with at least ``min(left, RECORD_BATCH_OVERHEAD)`` bytes there;
-    ``crc_view``: the whole input, to check CRCs in."""
+    ``crc_view``: the whole input, to check CRCs in; ``whole(pos, total)``: ``(buffer, at)`` holding the
+    whole entry, or ``(None, 0)``."""
     import array
 
     cols = {name: array.array(code) for name, code in _SCAN_COLUMNS}
@@ -1095,17 +1127,59 @@ def _scan_entries(window, end: int, crc_view) -> dict:
             (boff, _l, _ple, _m, crc, attrs, lod, _bts, maxts, pid, epoch, bseq, count) = _HEADER.unpack_from(buf, at)
             if crc_view is not None and crc32c(memoryview(crc_view)[pos + 21 : pos + total]) != crc:
                 RecordBatch(crc_view, pos, total, DEFAULT_MAX_DECOMPRESSED_SIZE, True).validate_crc()
-            row = (pos, boff, boff + lod, pid, maxts, bseq, count, total, epoch, attrs, magic)
+            ctype = _control_type(whole, pos, total, attrs, count, crc, verify_control)
+            row = (pos, boff, boff + lod, pid, maxts, bseq, count, total, epoch, attrs, magic, ctype)
         else:
             (boff,) = struct.unpack_from(">q", buf, at)
             maxts = struct.unpack_from(">q", buf, at + 18)[0] if magic == 1 and total >= 26 else -1
-            row = (pos, boff, boff, -1, maxts, -1, -1, total, -1, buf[at + 17], magic)
+            row = (pos, boff, boff, -1, maxts, -1, -1, total, -1, buf[at + 17], magic, CONTROL_NONE)
         for (name, _code), v in zip(_SCAN_COLUMNS, row):
             cols[name].append(v)
         pos += total
     cols["valid_bytes"] = pos
     cols["trailing_bytes"] = end - pos
     return cols
+
+
+def replay_transactions(position, base_offset, producer_id, attributes, magic, size_in_bytes, control_type,
+                        open_txns: dict, opened_at: dict, aborted: list, segment, high_watermark: int,
+                        from_offset=None, resolve=None, entry=None):
+    """Replay one segment's batch headers through Kafka's transaction rules; see the compiled codec."""
+    n = len(base_offset)
+    if min(len(position), len(producer_id), len(attributes), len(magic), len(size_in_bytes), len(control_type)) < n:
+        raise ValueError("the header columns differ in length")
+    unreplicated = None
+    for i in range(n):
+        a = attributes[i]
+        pid = producer_id[i]
+        if not a & TRANSACTIONAL_FLAG_MASK or magic[i] < 2 or pid < 0:
+            continue
+        b = base_offset[i]
+        if from_offset is not None and b < from_offset:
+            continue  # before the snapshot: its state is in open_txns
+        pid = int(pid)
+        if not a & CONTROL_FLAG_MASK:
+            if pid not in open_txns:
+                open_txns[pid] = int(b)
+                opened_at[pid] = (segment, int(position[i]), int(size_in_bytes[i]))
+            continue
+        first = open_txns.get(pid)
+        if first is None:
+            continue  # a marker without data on this partition
+        ctype = control_type[i]
+        if ctype < CONTROL_NONE:
+            if resolve is None:
+                raise ValueError(f"the control batch of row {i} needs resolve()")
+            ctype = resolve(i)
+        if ctype not in (0, 1):
+            continue  # empty control batch (cleaned) or not a transaction marker
+        del open_txns[pid]
+        if b >= high_watermark and (unreplicated is None or first < unreplicated):
+            unreplicated = first
+        if ctype == 0:
+            lso = min(open_txns.values()) if open_txns else int(b) + 1
+            aborted.append((pid, first, int(b), lso) if entry is None else entry(pid, first, int(b), lso))
+    return unreplicated
 
 
 def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1, producer_epoch=-1,

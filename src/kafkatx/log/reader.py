@@ -105,6 +105,7 @@ import threading
 from bisect import bisect_left, bisect_right
 from typing import NamedTuple
 
+from .. import _codec_py
 from ..errors import CorruptRecordError, KafkaTxError
 from ..producer_state import read_snapshot
 from ..txnindex import AbortedTxn, collect_aborted_across_segments, read_txnindex
@@ -143,8 +144,6 @@ PREFETCH_MIN_BYTES = 4 << 20  # reads smaller than this map their pages in as th
 PREFETCH_LEAD = 64 << 20  # read-ahead: log bytes of the segments after the one being read
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024  # log bytes decoded per feed (one Arrow batch at most per chunk)
 
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
 _SEGMENT_LOG_RE = re.compile(r"^(\d{20})\.log$")
 _PARTITION_DIR_RE = re.compile(r"^(.+)-(\d+)$")
 _ISOLATIONS = ("read_committed", "read_uncommitted")
@@ -243,6 +242,7 @@ class _Scan:
         "attributes",
         "magic",
         "size",
+        "control_type",
         "valid_bytes",
         "trailing_bytes",
         "start",
@@ -259,6 +259,7 @@ class _Scan:
         self.attributes = cols["attributes"]
         self.magic = cols["magic"]
         self.size = cols["size_in_bytes"]
+        self.control_type = cols["control_type"]
         self.valid_bytes = start + cols["valid_bytes"]
         self.trailing_bytes = cols["trailing_bytes"]
 
@@ -466,11 +467,11 @@ class Segment:
             if not verify and self._mmap is None and scan_fd is not None and os.name == "posix":
                 # headers only, and the file not mapped yet: read each header (one pread per batch)
                 # rather than take a page fault per batch in a map the decoding may never need
-                cols = self._pread_into(lambda fd: scan_fd(fd, position, self.size))
+                cols = self._pread_into(lambda fd: scan_fd(fd, position, self.size, verify_control=self.verify_crc))
             else:
                 data = self.mmap
                 with memoryview(data)[position:] as view:
-                    cols = self._codec.scan_batches(view, verify_crc=verify)
+                    cols = self._codec.scan_batches(view, verify_crc=verify, verify_control=self.verify_crc)
         except KafkaTxError as exc:
             raise _relocate(exc, self.log_path, position) from exc
         sc = _Scan(cols, position)
@@ -576,18 +577,17 @@ def _replay(segments, codec, high_watermark: int, open_txns: dict | None = None,
 
     ``open_txns``/``from_offset``: start from a producer snapshot's open transactions instead of an empty
     state, and skip batches below the snapshot's offset."""
-    np = _np()
     open_: dict[int, int] = dict(open_txns or {})
     opened_at: dict[int, tuple] = {}  # producer id -> (segment, position, size) of its open transaction's start
     unreplicated_first = None
     per_segment = []
-    # (no read-ahead thread here: its GIL hand-offs slow this Python loop more than the faults it saves;
-    # the read that follows has one)
+    # (no read-ahead thread here: the header scans read headers and markers only; the read that follows
+    # has one)
     for k, seg in enumerate(segments):
         with seg.held_open():  # one open for the header scan and the markers of an unmapped segment
             # replaying from a snapshot: its segment from the indexed batch at or before the snapshot offset
             sc = seg.headers_from(from_offset) if k == 0 and from_offset is not None else seg.headers()
-            out, unreplicated = _replay_segment(seg, sc, from_offset, open_, opened_at, high_watermark, np)
+            out, unreplicated = _replay_segment(seg, sc, from_offset, open_, opened_at, high_watermark, codec)
         per_segment.append(out)
         if unreplicated is not None and (unreplicated_first is None or unreplicated < unreplicated_first):
             unreplicated_first = unreplicated
@@ -608,53 +608,29 @@ def _replay(segments, codec, high_watermark: int, open_txns: dict | None = None,
     return _TxnScan(per_segment, dict(open_), min(candidates) if candidates else None)
 
 
-def _replay_segment(seg, sc, from_offset, open_: dict, opened_at: dict, high_watermark: int, np):
+def _replay_segment(seg, sc, from_offset, open_: dict, opened_at: dict, high_watermark: int, codec):
     """One segment of :func:`_replay` (its headers ``sc``): updates ``open_`` and ``opened_at``; returns its
     ``AbortedTxn`` entries and the smallest first offset of a transaction it closes at or above the high
-    watermark (None if none)."""
-    out = []
-    unreplicated_first = None
-    n = len(sc)
-    if not n:
+    watermark (None if none).  The replay itself is the codec's ``replay_transactions``; markers the header
+    scan could not read (or, with ``verify_crc``, whose CRC does not match) are read here, and raise."""
+    out: list = []
+    if not len(sc):
         return out, None
-    if np is not None and n > _NUMPY_MIN_ROWS:
-        attrs = np.frombuffer(sc.attributes, dtype=np.int16)
-        magic = np.frombuffer(sc.magic, dtype=np.int8)
-        pids = np.frombuffer(sc.producer_id, dtype=np.int64)
-        rows = np.flatnonzero(((attrs & _TRANSACTIONAL) != 0) & (magic >= 2) & (pids >= 0)).tolist()
-    else:
-        a_col, m_col, p_col = sc.attributes, sc.magic, sc.producer_id
-        rows = [i for i in range(n) if a_col[i] & _TRANSACTIONAL and m_col[i] >= 2 and p_col[i] >= 0]
-    base, pid_col, attr_col = sc.base_offset, sc.producer_id, sc.attributes
-    for i in rows:
-        pid = pid_col[i]
-        b = base[i]
-        if from_offset is not None and b < from_offset:
-            continue  # before the snapshot: its state is in open_txns
-        if not attr_col[i] & _CONTROL:
-            if pid not in open_:
-                open_[pid] = b
-                opened_at[pid] = (seg, sc.position[i], sc.size[i])
-            continue
-        first = open_.get(pid)
-        if first is None:
-            continue  # a marker without data on this partition: no CompletedTxn
+
+    def resolve(i):
         try:
             batch = seg.batch_at(sc.position[i], sc.size[i])
             if seg.verify_crc:
                 batch.validate_crc()  # a marker decides what is aborted: never trust a damaged one
-            ctype = batch.first_control_type()
+            return batch.first_control_type()
         except KafkaTxError as exc:
             raise _relocate(exc, seg.log_path, seg.batch_base(sc.position[i])) from exc
-        if ctype not in (0, 1):
-            continue  # empty control batch (cleaned) or not a transaction marker
-        del open_[pid]
-        if b >= high_watermark and (unreplicated_first is None or first < unreplicated_first):
-            unreplicated_first = first
-        if ctype == 0:
-            lso = min(open_.values()) if open_ else b + 1
-            out.append(AbortedTxn(pid, first, b, lso))
-    return out, unreplicated_first
+
+    replay = getattr(codec, "replay_transactions", None) or _codec_py.replay_transactions
+    unreplicated = replay(sc.position, sc.base_offset, sc.producer_id, sc.attributes, sc.magic, sc.size,
+                          sc.control_type, open_, opened_at, out, seg, high_watermark, from_offset, resolve,
+                          AbortedTxn)  # fmt: skip
+    return out, unreplicated
 
 
 # ------------------------------------------------------------------------------------------ releasing maps

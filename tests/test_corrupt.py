@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import _spec
 from conftest import load_backend, load_golden
+from kafkatx.transactions import encode_marker
 from kafkatx.errors import (
     CorruptRecordError,
     CrcMismatchError,
@@ -248,6 +249,43 @@ def test_file_header_scan_equals_the_buffer_scan(codec, segment, tmp_path):
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def test_file_header_scan_across_read_windows(codec, tmp_path):
+    """scan_batches_fd reads windows of several small batches per pread and peeks at the headers of large
+    ones: batches of 60 bytes to 40 KiB, markers among them, put every header at many places relative to
+    the window edges; every range scanned from the file equals the buffer scan (all columns, markers'
+    types included)."""
+    sizes = [60 + (i * 7919) % 400 if i % 5 else 20_000 + (i * 104_729) % 20_000 for i in range(220)]
+    parts = []
+    base = 0
+    for i, size in enumerate(sizes):
+        if i % 9 == 4:
+            parts.append(encode_marker("abort" if i % 2 else "commit", producer_id=9, producer_epoch=0,
+                                       base_offset=base, timestamp=T0))  # fmt: skip
+            base += 1
+            continue
+        b = codec.BatchBuilder(base_offset=base, producer_id=9, producer_epoch=0, base_sequence=base,
+                               transactional=True)  # fmt: skip
+        b.append(_spec.lcg_bytes(size, i), key=b"k", timestamp=T0)
+        parts.append(b.build())
+        base += 1
+    data = b"".join(parts)
+    assert len(data) > 8 * 65536
+    path = tmp_path / "seg.log"
+    path.write_bytes(data)
+    starts = [0, *(sum(len(p) for p in parts[:k]) for k in (1, 37, 100))]
+    with open(path, "rb") as fh:
+        for start in starts:
+            for end in (len(data), len(data) - 1, start + 65536 + 13, start + 3 * 65536 - 40):
+                end = min(end, len(data))
+                for verify in (False, True):
+                    want = _scan_outcome(lambda: codec.scan_batches(data[start:end], verify_control=verify))
+                    got = _scan_outcome(lambda: codec.scan_batches_fd(fh.fileno(), start, end, verify_control=verify))
+                    assert got == want, (start, end, verify)
+                    if start == 0 and end == len(data):
+                        types = got[1]["control_type"]
+                        assert sorted(set(types)) == [-1, 0, 1] and len(got[1]["position"]) == len(parts)
 
 
 def test_file_header_scan_of_a_file_that_shrank(codec, tmp_path):

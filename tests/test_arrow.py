@@ -1018,6 +1018,37 @@ EDGE_TABLES = {
         }
     ),
     "null-header-list": lambda: pa.table({"value": [b"x", b"y"], "headers": pa.array([None, []], HEADER_TYPE)}),
+    "string-header-value": lambda: pa.table(
+        {
+            "value": [b"x", b"y"],
+            "headers": pa.array(
+                [[{"key": "k", "value": "vé"}, {"key": "n", "value": None}], []],
+                pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())])),
+            ),
+        }
+    ),
+    "large-list-headers": lambda: pa.table(
+        {
+            "value": [b"x"],
+            "headers": pa.array([[{"key": "k", "value": b"v"}, {"key": "", "value": b""}]],
+                                pa.large_list(HEADER_TYPE.value_type)),  # fmt: skip
+        }
+    ),
+    # a null list whose offsets still span a header (Arrow allows it): the header is not the row's
+    "null-header-list-over-a-segment": lambda: pa.table(
+        {
+            "value": [b"x", b"y", b"z"],
+            "headers": pa.ListArray.from_arrays(
+                pa.array([0, 1, 2, 3], pa.int32()),
+                pa.array([{"key": "a", "value": b"1"}, {"key": "b", "value": b"2"}, {"key": "c", "value": None}],
+                         HEADER_TYPE.value_type),  # fmt: skip
+                mask=pa.array([False, True, False]),
+            ),
+        }
+    ).slice(1),
+    "null-header-key": lambda: pa.table(
+        {"value": [b"x", b"y"], "headers": pa.array([[], [{"key": None, "value": b"v"}]], HEADER_TYPE)}
+    ),
     "fixed-size-binary": lambda: pa.table({"value": pa.array([b"ab", None], pa.binary(2))}),
     "string-view": lambda: pa.table({"value": pa.array(["ab", None], pa.string_view())}),
     "uint64-timestamp": lambda: pa.table({"value": [b"x"], "timestamp": pa.array([1 << 63], pa.uint64())}),

@@ -1360,6 +1360,21 @@ cdef inline Py_ssize_t write_record(uint8_t *p, Py_ssize_t body, int64_t ts_delt
                                     const uint8_t *hp, Py_ssize_t hn) noexcept nogil:
     """Write one v2 record (DefaultRecord.writeTo); ``hp``/``hn`` is the encoded headers section or 0."""
     cdef uint8_t *start = p
+    p += write_record_kv(p, body, ts_delta, delta, kp, kn, vp, vn)
+    if hn:
+        memcpy(p, hp, hn)
+        p += hn
+    else:
+        p[0] = 0
+        p += 1
+    return p - start
+
+
+cdef inline Py_ssize_t write_record_kv(uint8_t *p, Py_ssize_t body, int64_t ts_delta, int64_t delta,
+                                       const uint8_t *kp, Py_ssize_t kn, const uint8_t *vp,
+                                       Py_ssize_t vn) noexcept nogil:
+    """:func:`write_record` up to its headers section (which the caller writes next)."""
+    cdef uint8_t *start = p
     p += wr_varlong(p, body)
     p[0] = 0  # attributes
     p += 1
@@ -1373,12 +1388,6 @@ cdef inline Py_ssize_t write_record(uint8_t *p, Py_ssize_t body, int64_t ts_delt
     if vn > 0:
         memcpy(p, vp, vn)
         p += vn
-    if hn:
-        memcpy(p, hp, hn)
-        p += hn
-    else:
-        p[0] = 0
-        p += 1
     return p - start
 
 
@@ -2037,6 +2046,11 @@ cdef object _binary_column(object pa, object table, str name, BinView *v, list k
     col = table.column(name)
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
+    return _binary_array(pa, col, name, v, keep)
+
+
+cdef object _binary_array(object pa, object col, str name, BinView *v, list keep):
+    """``_binary_column`` of one array."""
     t = col.type
     if pa.types.is_string(t):
         col = col.view(pa.binary())
@@ -2086,8 +2100,7 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
     cdef uint8_t *bstart
     cdef int cid, attributes
     cdef list keep = []
-    cdef list header_bytes = None
-    cdef bytes hb = None
+    cdef Py_ssize_t hj = 0, hm = 0
     cdef const uint8_t *kp
     cdef const uint8_t *vp
     kv.valid = NULL
@@ -2095,7 +2108,7 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
     kv.offsets64 = NULL
     kv.data = NULL
     kv.shift = 0
-    table, tcol, header_rows = encode_table(table, records_per_batch)
+    table, tcol, hcol = encode_table(table, records_per_batch, header_rows=False)
     names = set(table.column_names)
     n = table.num_rows
     _binary_column(pa, table, "value", &vv, keep)
@@ -2109,16 +2122,27 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
         ts_valid = <const uint8_t *><Py_ssize_t>tb[0].address if tb[0] is not None and tcol.null_count else NULL
         ts_ptr = <const int64_t *><Py_ssize_t>tb[1].address
         ts_shift = tcol.offset
-    has_headers = header_rows is not None
+    has_headers = hcol is not None
+    cdef _EncodeCols c
+    c.has_headers = has_headers
+    c.hcount = NULL
     if has_headers:
-        header_bytes = [_encode_headers(hs) if hs else None for hs in header_rows]
+        # headers in place: per row a count, and the keys and values of all rows in one run
+        import pyarrow.compute as pc
+        counts = pc.list_value_length(hcol).fill_null(0).cast(pa.int64())
+        flat = pc.list_flatten(hcol)
+        keep += [counts, flat]
+        if len(counts):
+            hm = counts.offset
+            c.hcount = (<const int64_t *><Py_ssize_t>counts.buffers()[1].address) + hm
+        _binary_array(pa, pc.struct_field(flat, "key"), "headers", &c.hk, keep)
+        _binary_array(pa, pc.struct_field(flat, "value"), "headers", &c.hv, keep)
     default_ts = int(time.time() * 1000) if timestamp is None else timestamp
     check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
                        partition_leader_epoch, None)
     cid = _compression.codec_id(compression)
     attributes = cid | timestamp_type_bits(timestamp_type) | (TRANSACTIONAL_FLAG_MASK if transactional else 0)
     log_append_time = int(time.time() * 1000) if attributes & TIMESTAMP_TYPE_MASK else None
-    cdef _EncodeCols c
     c.has_key = has_key
     c.has_ts = has_ts
     c.kv = kv
@@ -2138,6 +2162,7 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
     try:
         # pass 1: every record's size, so each batch (and the whole output) is allocated once
         total = 0
+        hj = 0
         for b in range(nbatches):
             start = b * records_per_batch
             stop = min(n, start + records_per_batch)
@@ -2148,7 +2173,13 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
                     raise InvalidAppendError(f"invalid negative timestamp {ts} in row {i}")
                 if i == start:
                     first_ts = ts
-                hn = PyBytes_GET_SIZE(header_bytes[i]) if has_headers and header_bytes[i] is not None else 0
+                hn = 0
+                if has_headers:
+                    hm = c.hcount[i]
+                    hn = _headers_size(&c, hj, hm)
+                    if hn < 0:
+                        raise InvalidAppendError(f"row {i} has a null header (or header key)")
+                    hj += hm
                 kn = _row_len(&c.kv, i) if has_key else -1
                 vn = _row_len(&c.vv, i)
                 hb_size = record_body_size(ts - first_ts, i - start, kn, vn, hn)
@@ -2173,6 +2204,7 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
             pos = 0
             boff = base_offset
             seq = base_sequence
+            hj = 0
             for b in range(nbatches):
                 start = b * records_per_batch
                 stop = min(n, start + records_per_batch)
@@ -2183,17 +2215,20 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
                     ts = _row_ts(&c, i)
                     if ts > max_ts:
                         max_ts = ts
-                    hn = 0
-                    if has_headers and header_bytes[i] is not None:
-                        hb = header_bytes[i]
-                        hn = PyBytes_GET_SIZE(hb)
+                    hm = c.hcount[i] if has_headers else 0
+                    hn = _headers_size(&c, hj, hm) if hm else 0
                     kn = _row_len(&c.kv, i) if has_key else -1
                     vn = _row_len(&c.vv, i)
                     kp = _row_ptr(&c.kv, i) if kn >= 0 else NULL
                     vp = _row_ptr(&c.vv, i) if vn >= 0 else NULL
                     body = record_body_size(ts - first_ts, i - start, kn, vn, hn)
-                    p += write_record(p, body, ts - first_ts, i - start, kp, kn, vp, vn,
-                                      <const uint8_t *>PyBytes_AS_STRING(hb) if hn else NULL, hn)
+                    p += write_record_kv(p, body, ts - first_ts, i - start, kp, kn, vp, vn)
+                    if hm:
+                        p = _write_headers(p, &c, hj, hm)
+                        hj += hm
+                    else:
+                        p[0] = 0
+                        p += 1
                 bstart = o + (pos if cid == 0 else 0)
                 plen = sizes[b]
                 if cid != 0:
@@ -2229,12 +2264,49 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
 cdef struct _EncodeCols:
     bint has_key
     bint has_ts
+    bint has_headers
     BinView kv
     BinView vv
+    BinView hk  # header keys and values of all rows, in row order (the headers column flattened)
+    BinView hv
+    const int64_t *hcount  # headers of each row (0 for an empty or null list)
     const int64_t *ts_ptr
     const uint8_t *ts_valid
     Py_ssize_t ts_shift
     int64_t default_ts
+
+
+cdef Py_ssize_t _headers_size(_EncodeCols *c, Py_ssize_t j, Py_ssize_t m) noexcept nogil:
+    """Bytes of the headers section of a row whose ``m`` headers start at ``j`` in the flattened column
+    (0 if it has none); -1 if one of them is null or has a null key."""
+    cdef Py_ssize_t size, k, kl, vl
+    if m == 0:
+        return 0
+    size = varlong_size(m)
+    for k in range(j, j + m):
+        kl = _row_len(&c.hk, k)
+        if kl < 0:
+            return -1
+        vl = _row_len(&c.hv, k)
+        size += varlong_size(kl) + kl + varlong_size(vl) + (vl if vl > 0 else 0)
+    return size
+
+
+cdef uint8_t *_write_headers(uint8_t *p, _EncodeCols *c, Py_ssize_t j, Py_ssize_t m) noexcept nogil:
+    """Write the headers section checked by ``_headers_size`` (count, then each key and value)."""
+    cdef Py_ssize_t k, kl, vl
+    p += wr_varlong(p, m)
+    for k in range(j, j + m):
+        kl = _row_len(&c.hk, k)
+        p += wr_varlong(p, kl)
+        memcpy(p, _row_ptr(&c.hk, k), kl)
+        p += kl
+        vl = _row_len(&c.hv, k)
+        p += wr_varlong(p, vl)
+        if vl > 0:
+            memcpy(p, _row_ptr(&c.hv, k), vl)
+            p += vl
+    return p
 
 
 cdef inline int64_t _row_ts(_EncodeCols *c, Py_ssize_t i) noexcept nogil:

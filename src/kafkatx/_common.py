@@ -156,11 +156,12 @@ def arrow_schema(columns=None, large_binary: bool = False, binary_view: bool = F
 ENCODE_COLUMNS = frozenset(ARROW_COLUMNS)
 
 
-def encode_table(table, records_per_batch):
-    """Check the input of ``encode_arrow``; returns ``(table, timestamps, header_rows)``.
+def encode_table(table, records_per_batch, header_rows: bool = True):
+    """Check the input of ``encode_arrow``; returns ``(table, timestamps, headers)``.
 
     ``timestamps`` is an int64 array of milliseconds (nulls stay null) or None without a timestamp
-    column; ``header_rows`` a list with, per row, a list of ``(key, value)`` pairs or None.
+    column; ``headers`` None without a headers column, else (``header_rows``) a list with, per row, a list
+    of ``(key, value)`` pairs or None, or (not ``header_rows``) the column as one checked list array.
     """
     import pyarrow as pa
 
@@ -191,27 +192,29 @@ def encode_table(table, records_per_batch):
         else:
             raise InvalidAppendError(f"column 'timestamp' must be a timestamp or int64 milliseconds, got {t}")
         stamps = col
-    header_rows = None
-    if "headers" in names:
-        t = table.column("headers").type
-        ok = (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_struct(t.value_type)
-        fields = {f.name: f.type for f in t.value_type} if ok else {}
-        text_or_binary = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
-        if not ok or set(fields) != {"key", "value"} or not any(f(fields["key"]) for f in text_or_binary[:2]) \
-                or not any(f(fields["value"]) for f in text_or_binary):  # fmt: skip
-            raise InvalidAppendError(
-                f"column 'headers' must be list<struct<key: string, value: binary>>, got {t}"
-            )
-        header_rows = []
-        for row, hs in enumerate(table.column("headers").to_pylist()):
-            if not hs:
-                header_rows.append(None)
-                continue
-            pairs = []
-            for h in hs:
-                if h is None or h["key"] is None:
-                    raise InvalidAppendError(f"row {row} has a null header (or header key)")
-                v = h["value"]
-                pairs.append((h["key"], v.encode("utf-8") if isinstance(v, str) else v))
-            header_rows.append(pairs)
-    return table, stamps, header_rows
+    if "headers" not in names:
+        return table, stamps, None
+    t = table.column("headers").type
+    ok = (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_struct(t.value_type)
+    fields = {f.name: f.type for f in t.value_type} if ok else {}
+    text_or_binary = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
+    if not ok or set(fields) != {"key", "value"} or not any(f(fields["key"]) for f in text_or_binary[:2]) \
+            or not any(f(fields["value"]) for f in text_or_binary):  # fmt: skip
+        raise InvalidAppendError(
+            f"column 'headers' must be list<struct<key: string, value: binary>>, got {t}"
+        )
+    if not header_rows:
+        return table, stamps, table.column("headers").combine_chunks()
+    rows = []
+    for row, hs in enumerate(table.column("headers").to_pylist()):
+        if not hs:
+            rows.append(None)
+            continue
+        pairs = []
+        for h in hs:
+            if h is None or h["key"] is None:
+                raise InvalidAppendError(f"row {row} has a null header (or header key)")
+            v = h["value"]
+            pairs.append((h["key"], v.encode("utf-8") if isinstance(v, str) else v))
+        rows.append(pairs)
+    return table, stamps, rows

@@ -1800,6 +1800,17 @@ cdef enum:
     SCAN_SMALL_BATCH_MAX = 16384  # a batch smaller than this: the next read takes a window of several
 
 
+cdef inline long long _window_read(int fd, uint8_t *win, Py_ssize_t want, Py_ssize_t at,
+                                   int *errno_out) noexcept nogil:
+    """``pread`` of ``want`` bytes at file position ``at`` into ``win``: the bytes read, or -1 (errno in
+    ``errno_out``)."""
+    cdef long long got = kx_pread(fd, win, <size_t>want, at)
+    if got < 0:
+        errno_out[0] = <int>-got
+        return -1
+    return got
+
+
 cdef int _scan_fd(int fd, Py_ssize_t start, Py_ssize_t end, bint verify_control, ScanCols *c,
                   Py_ssize_t *stop, Py_ssize_t *errpos, uint8_t *win, Py_ssize_t *errat,
                   int *errno_out) noexcept nogil:
@@ -1820,14 +1831,11 @@ cdef int _scan_fd(int fd, Py_ssize_t start, Py_ssize_t end, bint verify_control,
         avail = wstart + wlen - pos if wstart <= pos < wstart + wlen else 0
         if avail < left and avail < RECORD_BATCH_OVERHEAD:
             want = min(left, <Py_ssize_t>(SCAN_WINDOW if small else SCAN_PEEK))
-            got = kx_pread(fd, win, <size_t>want, start + pos)
+            got = _window_read(fd, win, want, start + pos, errno_out)
             if got < 0:
-                errno_out[0] = <int>-got
                 err = SCAN_IO
                 break
-            wstart = pos
-            wlen = <Py_ssize_t>got
-            avail = wlen
+            wstart, wlen, avail = pos, <Py_ssize_t>got, <Py_ssize_t>got
             if got < want:
                 end = start + pos + got  # the file is shorter than it was: it ends here
                 left = got
@@ -1838,13 +1846,11 @@ cdef int _scan_fd(int fd, Py_ssize_t start, Py_ssize_t end, bint verify_control,
         i = c.n - 1
         if c.control_type[i] == CONTROL_UNKNOWN and avail < total <= SCAN_WINDOW:
             # a marker batch larger than what was read: read it whole
-            got = kx_pread(fd, win, <size_t>total, start + pos)
+            got = _window_read(fd, win, total, start + pos, errno_out)
             if got < 0:
-                errno_out[0] = <int>-got
                 err = SCAN_IO
                 break
-            wstart = pos
-            wlen = <Py_ssize_t>got
+            wstart, wlen = pos, <Py_ssize_t>got
             if got == total:
                 read_header(win, &h)
                 c.control_type[i] = _control_type(win, total, total, &h, verify_control)

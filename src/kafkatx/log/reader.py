@@ -465,7 +465,7 @@ class Segment:
         scan_fd = getattr(self._codec, "scan_batches_fd", None)
         try:
             if not verify and self._mmap is None and scan_fd is not None and os.name == "posix":
-                # headers only, and the file not mapped yet: read each header (one pread per batch)
+                # headers only, and the file not mapped yet: read the headers (and markers) with pread
                 # rather than take a page fault per batch in a map the decoding may never need
                 cols = self._pread_into(lambda fd: scan_fd(fd, position, self.size, verify_control=self.verify_crc))
             else:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import itertools
 import json
 import struct
+import tempfile
 
 import cramjam
 import lz4.frame
 import pytest
 import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import _spec
 from _txn_helpers import (
@@ -40,6 +43,7 @@ from _txn_helpers import (
 from conftest import STORAGE, load_golden
 from kafkatx.errors import (
     CorruptRecordError,
+    KafkaTxError,
     DecompressionError,
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -920,3 +924,34 @@ def test_replay_transactions_follows_the_producer_state_rules(codec):
     short = dict(cols, control_type=array.array("h", [-1]))
     with pytest.raises(ValueError):
         codec.replay_transactions(*(short[k] for k in order), {}, {}, [], "seg", 100)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_marker_types_of_mangled_control_records(codec, data):
+    """A control batch whose record bytes are rewritten (and its CRC fixed to match): the header scan's
+    control_type is what first_control_type returns when that returns a type, -3 when it raises or the
+    type is negative, on both backends and both scans, and nothing is read past the batch."""
+    kind = data.draw(st.sampled_from(["abort", "commit"]))
+    batch = bytearray(marker(kind, 7, 1, 100))
+    body = len(batch) - 61
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = 61 + data.draw(st.integers(0, body - 1))
+        batch[at] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, 3))  # sometimes a shorter records section, length field adjusted
+    if cut:
+        del batch[len(batch) - cut :]
+        struct.pack_into(">i", batch, 8, len(batch) - 12)
+    batch = _spec.fix_crc(bytes(batch))
+    try:
+        want = codec.RecordBatch(batch).first_control_type()
+        want = want if want >= 0 else -3
+    except KafkaTxError:
+        want = -3
+    for verify in (False, True):
+        cols = codec.scan_batches(batch, verify_control=verify)
+        assert list(cols["control_type"]) == [want]
+        with tempfile.TemporaryFile() as fh:
+            fh.write(batch)
+            fh.flush()
+            assert list(codec.scan_batches_fd(fh.fileno(), 0, len(batch), verify_control=verify)["control_type"]) == [want]

@@ -2141,8 +2141,9 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
         if len(counts):
             hm = counts.offset
             c.hcount = (<const int64_t *><Py_ssize_t>counts.buffers()[1].address) + hm
-        _binary_array(pa, pc.struct_field(flat, "key"), "headers", &c.hk, keep)
-        _binary_array(pa, pc.struct_field(flat, "value"), "headers", &c.hv, keep)
+        # (fields by index: pyarrow 14 looks them up by position; struct_field keeps null structs null)
+        _binary_array(pa, pc.struct_field(flat, [flat.type.get_field_index("key")]), "headers", &c.hk, keep)
+        _binary_array(pa, pc.struct_field(flat, [flat.type.get_field_index("value")]), "headers", &c.hv, keep)
     default_ts = int(time.time() * 1000) if timestamp is None else timestamp
     check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
                        partition_leader_epoch, None)

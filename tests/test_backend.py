@@ -6,11 +6,15 @@ import os
 import subprocess
 import sys
 
+import kafkatx
 import pytest
 
 from conftest import load_backend
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# where the kafkatx under test was imported from (src/ for an editable install, site-packages for a
+# wheel): the subprocesses below must import that one, not the source tree (no compiled codec in an
+# sdist's tree, or one built for another Python)
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(kafkatx.__file__)))
 
 
 def test_layout_constants_match_the_compiled_enums():
@@ -40,7 +44,7 @@ def test_both_backends_export_the_same_names():
 
 def _run(code: str, **env):
     full = dict(os.environ, **env)
-    full["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(ROOT, "src"), full.get("PYTHONPATH")]))
+    full["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, full.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120)
 
 

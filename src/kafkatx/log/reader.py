@@ -105,7 +105,6 @@ import threading
 from bisect import bisect_left, bisect_right
 from typing import NamedTuple
 
-from .. import _codec_py
 from ..errors import CorruptRecordError, KafkaTxError
 from ..producer_state import read_snapshot
 from ..txnindex import AbortedTxn, collect_aborted_across_segments, read_txnindex
@@ -626,10 +625,10 @@ def _replay_segment(seg, sc, from_offset, open_: dict, opened_at: dict, high_wat
         except KafkaTxError as exc:
             raise _relocate(exc, seg.log_path, seg.batch_base(sc.position[i])) from exc
 
-    replay = getattr(codec, "replay_transactions", None) or _codec_py.replay_transactions
-    unreplicated = replay(sc.position, sc.base_offset, sc.producer_id, sc.attributes, sc.magic, sc.size,
-                          sc.control_type, open_, opened_at, out, seg, high_watermark, from_offset, resolve,
-                          AbortedTxn)  # fmt: skip
+    unreplicated = codec.replay_transactions(
+        sc.position, sc.base_offset, sc.producer_id, sc.attributes, sc.magic, sc.size, sc.control_type,
+        open_, opened_at, out, seg, high_watermark, from_offset, resolve, AbortedTxn,
+    )  # fmt: skip
     return out, unreplicated
 
 

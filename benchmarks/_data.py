@@ -39,6 +39,7 @@ SRC = pathlib.Path(__file__).resolve().parent.parent / "src"
 N_RECORDS = 1_000_000
 QUICK_RECORDS = 100_000
 BATCH_RECORDS = 1000
+BATCH_HEADER_BYTES = 61  # a v2 batch's header; its records (compressed or not) follow
 KEY_SIZE = 10
 VALUE_SIZE = 100
 SEED = 20_240_601
@@ -286,7 +287,7 @@ def key_value_slices(log: bytes) -> list:
 
 def record_bytes(n: int = N_RECORDS) -> int:
     """Bytes of the uncompressed record section (what lz4/zstd compress) of the ``none`` log."""
-    return len(build_log("none", n)) - 61 * (n // BATCH_RECORDS)
+    return len(build_log("none", n)) - BATCH_HEADER_BYTES * (n // BATCH_RECORDS)
 
 
 def check_equivalence(codec: str, n: int) -> str:

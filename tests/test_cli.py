@@ -377,6 +377,25 @@ def test_summary_directory_equals_the_whole_segment(capfd, tmp_path):
     assert got["read_committed"].startswith(f"{committed} records")
 
 
+def test_summary_of_a_generated_partition_equals_its_manifest(capfd, tmp_path):
+    """Several segments, transactions aborted in one segment and the same producers writing on in the next:
+    the counts are those of one read_committed reader over the whole partition (a filter per segment
+    would apply an abort that already ended to the producer's later committed data)."""
+    from kafkatx.log import generate
+
+    manifest = generate(tmp_path / "logs", records=6000, segment_bytes=64 << 10, batch_records=(5, 60), seed=3,
+                        workers=0, topics=("orders",), partitions=2, compression="none")  # fmt: skip
+    for name in ("orders-0", "orders-1"):
+        want = manifest.partitions[name]
+        part = tmp_path / "logs" / name
+        assert len(list(part.glob("*.log"))) >= 3  # the case is about several segments
+        code, out, err = run(capfd, "summary", str(part))
+        assert code == 0, err
+        got = summary_lines(out)
+        assert got["read_uncommitted"] == f"{want['read_uncommitted']['records']} records"
+        assert got["read_committed"].startswith(f"{want['read_committed']['records']} records ")
+
+
 def test_summary_open_transaction_stops_read_committed_at_the_lso(capfd, tmp_path):
     parts = []
     b = kafkatx.BatchBuilder(base_offset=0)
@@ -431,7 +450,6 @@ def test_summary_missing_and_empty(capfd, tmp_path):
 def test_summary_chunked_feed_equals_one_call(capfd, monkeypatch):
     code, whole, _ = run(capfd, "summary", str(SAMPLE))
     assert code == 0
-    monkeypatch.setattr(cli, "SUMMARY_WHOLE_SEGMENT_BYTES", 0)
     monkeypatch.setattr(cli, "SUMMARY_CHUNK_BYTES", 4096)
     code, chunked, _ = run(capfd, "summary", str(SAMPLE))
     assert code == 0
@@ -501,6 +519,17 @@ def test_version(capfd):
 def test_help_and_missing_command(capfd):
     assert run(capfd, "--help")[0] == 0
     assert run(capfd)[0] == 2
+
+
+def test_generate_through_the_cli(capfd, tmp_path):
+    code, out, _ = run(capfd, "generate", "--help")
+    assert code == 0 and out.startswith("usage: kafkatx generate") and "--segment-bytes" in out
+    # options before the path, as argparse allows anywhere else
+    code, _, err = run(capfd, "generate", "--records", "300", "--workers", "0", "--quiet", str(tmp_path / "g"))
+    assert code == 0, err
+    assert (tmp_path / "g" / "manifest.json").is_file()
+    code, _, err = run(capfd, "generate")
+    assert code == 2 and "path" in err
 
 
 def test_python_dash_m_kafkatx_version():

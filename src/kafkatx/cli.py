@@ -49,9 +49,8 @@ TIMESTAMP_LABELS = {
 
 TXNINDEX_ENTRY_SIZE = 34
 
-# Above this size ``summary`` feeds a segment to the read_committed filter in chunks, so memory stays
-# bounded by one chunk of records instead of the whole segment's.
-SUMMARY_WHOLE_SEGMENT_BYTES = 64 * 1024 * 1024
+# ``summary`` feeds the segments to one read_committed filter in chunks of this many bytes, so memory stays
+# bounded by one chunk's records instead of a whole segment's.
 SUMMARY_CHUNK_BYTES = 16 * 1024 * 1024
 
 SAMPLE_LOG = ("data", "sample", "00000000000000000000.log")
@@ -507,8 +506,9 @@ def _segments_of(path: Path):
     return [path]
 
 
-def _scan_segment(s: LogSummary, data) -> None:
-    """Decode every batch and record of one segment (CRC verified) and track transactions."""
+def _scan_segment(s: LogSummary, data) -> int:
+    """Decode every batch and record of one segment (CRC verified) and track transactions; returns the
+    segment's valid bytes (its complete batches)."""
     it = kafkatx.iter_batches(data, verify_crc=True)
     for batch in it:
         s.batches += 1
@@ -563,31 +563,27 @@ def _scan_segment(s: LogSummary, data) -> None:
             s.open_txns.setdefault(pid, batch.base_offset)
     s.valid_bytes += it.valid_bytes
     s.trailing_bytes += it.trailing_bytes
+    return it.valid_bytes
 
 
-def _count_read_committed(s: LogSummary, data, keep_first: int) -> None:
-    """Records a read_committed reader sees in one segment, with Kafka's consumer rules."""
-    aborted = list(s.aborted)
-    lso = s.last_stable_offset
-    if len(data) <= SUMMARY_WHOLE_SEGMENT_BYTES:
-        visible = kafkatx.decode_records(
-            data,
-            isolation="read_committed",
-            aborted_transactions=aborted,
-            last_stable_offset=lso,
-            verify_crc=False,  # the scan has just verified every batch
-        )
-        chunks = [visible]
-    else:
-        f = kafkatx.ReadCommittedFilter(aborted, isolation="read_committed", last_stable_offset=lso, verify_crc=False)
-        view = memoryview(data)
-        chunks = (f.feed(view[i : i + SUMMARY_CHUNK_BYTES]) for i in range(0, len(view), SUMMARY_CHUNK_BYTES))
-    for visible in chunks:
-        s.read_committed += len(visible)
-        if len(s.first_committed) < keep_first:
-            s.first_committed.extend(visible[: keep_first - len(s.first_committed)])
-        if visible.next_offset is not None:
-            s.next_offset = visible.next_offset if s.next_offset is None else max(s.next_offset, visible.next_offset)
+def _count_read_committed(s: LogSummary, segments, keep_first: int) -> None:
+    """Records a read_committed reader sees: one filter over the segments' complete batches in order, so a
+    transaction's state carries from one segment into the next as in a consumer's fetches."""
+    f = kafkatx.ReadCommittedFilter(
+        list(s.aborted),
+        isolation="read_committed",
+        last_stable_offset=s.last_stable_offset,
+        verify_crc=False,  # the scan has just verified every batch
+    )
+    for seg, valid in segments:
+        view = memoryview(_read_file(seg))[:valid]
+        for i in range(0, valid, SUMMARY_CHUNK_BYTES):
+            visible = f.feed(view[i : i + SUMMARY_CHUNK_BYTES])
+            s.read_committed += len(visible)
+            if len(s.first_committed) < keep_first:
+                s.first_committed.extend(visible[: keep_first - len(s.first_committed)])
+    if f.next_offset is not None:
+        s.next_offset = f.next_offset
 
 
 def summarize(path, keep_first: int = 0) -> LogSummary:
@@ -598,18 +594,18 @@ def summarize(path, keep_first: int = 0) -> LogSummary:
     s.segments = [p.name for p in segments]
     s.log_start_offset = _offset_from_name(segments[0].name)
     in_dir = path.is_dir()
+    valid = []
     for seg in segments:
         data = _read_file(seg)
         s.bytes += len(data)
         try:
-            _scan_segment(s, data)
+            valid.append(_scan_segment(s, data))
         except KafkaTxError as exc:
             if not in_dir:
                 raise
             raise _located(exc, seg) from exc
     s.read_uncommitted = s.data_records
-    for seg in segments:
-        _count_read_committed(s, _read_file(seg), keep_first)
+    _count_read_committed(s, zip(segments, valid), keep_first)
     return s
 
 
@@ -760,12 +756,6 @@ def cmd_demo(args) -> int:
 
 
 # ------------------------------------------------------------------------------- generate / verify
-def cmd_generate(args) -> int:
-    from .log.generate import main_generate
-
-    return main_generate(args.rest)
-
-
 def _print_verify(report) -> None:
     _out(f"  {'partition':<28} {'log end':>9} {'LSO':>9} {'read_committed':>15} {'read_uncommitted':>17}  check")
     for p in report.partitions:
@@ -868,10 +858,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="records of the generated workload that is written and verified (0: skip; default 50000)")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("generate", help="write a realistic exactly-once log directory (and its manifest)",
-                       add_help=False)
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=cmd_generate)
+    # listed here for the help text; main() hands "kafkatx generate ..." to kafkatx.log.generate's own parser
+    sub.add_parser("generate", help="write a realistic exactly-once log directory (and its manifest)")
 
     p = sub.add_parser("verify", help="read a generated log directory and check it against its manifest")
     p.add_argument("path", metavar="DIR", help="a directory written by 'kafkatx generate'")
@@ -894,6 +882,13 @@ def main(argv=None) -> int:
                 stream.reconfigure(errors="backslashreplace")
             except (ValueError, OSError):
                 pass
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["generate"]:
+        # its own parser (kafkatx.log.generate.build_parser: options anywhere, --help), built only when used:
+        # importing kafkatx.log for every command would slow the others down
+        from .log.generate import main_generate
+
+        return main_generate(argv[1:])
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

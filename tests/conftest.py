@@ -67,6 +67,7 @@ def _oracle_lib() -> pathlib.Path:
 def _run_sh(*args, check=True):
     env = dict(os.environ)
     env.setdefault("PIP", f"{sys.executable} -m pip")
+    env.setdefault("PYTHON", sys.executable)
     proc = subprocess.run(["bash", str(ORACLE_RUN_SH), *map(str, args)], capture_output=True, text=True, env=env)
     if check and proc.returncode != 0:
         pytest.fail(f"run.sh {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr[-4000:]}")

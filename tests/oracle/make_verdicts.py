@@ -49,6 +49,7 @@ def oracle_lib() -> pathlib.Path:
 def run_sh(*args, check=True, env=None):
     e = dict(os.environ)
     e.setdefault("PIP", f"{sys.executable} -m pip")
+    e.setdefault("PYTHON", sys.executable)
     if env:
         e.update(env)
     return subprocess.run(["bash", str(RUN), *map(str, args)], capture_output=True, text=True, check=check, env=e)

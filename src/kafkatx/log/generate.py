@@ -51,6 +51,7 @@ from typing import NamedTuple
 
 from ..batch import BatchBuilder
 from ..errors import InvalidProducerEpochError, KafkaTxError
+from .writer import RecordBatchTooLargeError
 
 __all__ = [
     "generate",
@@ -801,6 +802,15 @@ def generate(path, *, topics=("orders",), partitions: int = 3, records=DEFAULT_R
             coord.writer(*tp)  # every partition exists, even one that gets no data
         _execute(planner.events(), pool, 64 * max(workers, 1) if workers else 0, coord, txn, idem, stats, clock)
         expected = pool.results(planner.leo)
+    except RecordBatchTooLargeError as exc:
+        # a workload that cannot be written whole is not written at all
+        coord.close()
+        shutil.rmtree(path)
+        os.makedirs(path)
+        raise RecordBatchTooLargeError(
+            f"{exc}: batches of up to {hi} records do not fit in segment_bytes={segment_bytes}; raise segment_bytes "
+            "or lower batch_records (nothing was written)"
+        ) from None
     finally:
         pool.close()
 

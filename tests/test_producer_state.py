@@ -778,14 +778,17 @@ def test_hot_path_equals_two_step_api(ops):
         st.tuples(st.integers(0, 3), st.integers(0, 2), st.sampled_from([0, 0, 0, 1, 2, -3, -7]), st.integers(1, 3),
                   st.sampled_from([False, False, True])),  # fmt: skip
         max_size=80,
-    )
+    ),
+    # producer ids close together (sorted as 16-bit keys) or far apart (sorted as int64)
+    st.sampled_from([(0, 1, 2, 3), (7, 70_000, 1 << 40, (1 << 62) + 3)]),
 )
-def test_validate_arrays_equals_row_by_row(rows):
+def test_validate_arrays_equals_row_by_row(rows, ids):
     """Per-row outcomes and final state of the bulk path equal calling check_and_update row by row."""
     cols = {k: [] for k in ("pid", "epoch", "bseq", "lseq", "first", "last", "ts", "txn")}
     nxt = {}
     offset = 0
-    for pid, epoch, jump, count, txn in rows:
+    for k, epoch, jump, count, txn in rows:
+        pid = ids[k]
         seq = max(0, nxt.get((pid, epoch), 0) + jump)  # mostly in sequence; some gaps and retries
         if seq > INT_MAX - 3:
             seq = 0

@@ -22,6 +22,7 @@ from kafkatx.errors import (
     CrcMismatchError,
     InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTimestampError,
     InvalidTxnStateError,
     KafkaTxError,
     OutOfOrderSequenceError,
@@ -85,6 +86,18 @@ def dir_state(path):
 
 def snapshot_set(entries):
     return {tuple(e) for e in entries}
+
+
+NOW = T0 + 60_000  # "now" of the writers here: the batches below are a minute old, as a producer's would be
+
+
+@pytest.fixture(autouse=True)
+def writer_clock(monkeypatch):
+    """Writers without a clock of their own read NOW: the broker rules that look at the time (producer
+    expiration on reopen, message.timestamp.after.max.ms) then see the batches as recent."""
+    import kafkatx.log.writer as writer_module
+
+    monkeypatch.setattr(writer_module, "_default_clock", lambda: NOW)
 
 
 @pytest.fixture
@@ -172,13 +185,6 @@ def _rejections():
         d[16] = 1
         return bytes(d)
 
-    def bad_delta(d):  # record 0 claims offset delta 1: records are not numbered 0..n-1
-        d = bytearray(d)
-        assert d[61 + 3] == 0  # length varint, attributes, timestamp delta, offset delta
-        d[61 + 3] = 2  # zigzag(1)
-        struct.pack_into(">I", d, 17, kafkatx.crc32c(memoryview(d)[21:]))
-        return bytes(d)
-
     def pid_without_sequence():  # the builder refuses it; a broken client might not
         d = bytearray(batch(n=2))
         struct.pack_into(">qhi", d, 43, 5, 0, -1)
@@ -198,7 +204,8 @@ def _rejections():
         ("magic 1", magic1(ok), InvalidRecordError),
         ("pid without sequence", pid_without_sequence(), InvalidRecordError),
         ("offset gap", gapped.build(), InvalidRecordError),
-        ("record offset delta", bad_delta(ok), InvalidRecordError),
+        ("base offset not 0", batch(n=2, base_offset=7), InvalidRecordError),
+        ("timestamp 2 h ahead", batch(n=1, ts=NOW + 2 * 3_600_000), InvalidTimestampError),
         ("not bytes", "text", TypeError),
     ]
 

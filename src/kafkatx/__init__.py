@@ -28,6 +28,7 @@ from .errors import (
     DecompressionError,
     InvalidAppendError,
     InvalidRecordError,
+    InvalidTimestampError,
     KafkaTxError,
     UnsupportedCompressionError,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "CorruptRecordError",
     "CrcMismatchError",
     "InvalidRecordError",
+    "InvalidTimestampError",
     "DecompressionError",
     "DecompressedSizeError",
     "UnsupportedCompressionError",

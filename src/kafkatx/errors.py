@@ -13,6 +13,7 @@ __all__ = [
     "CorruptRecordError",
     "CrcMismatchError",
     "InvalidRecordError",
+    "InvalidTimestampError",
     "UnsupportedCompressionError",
     "DecompressionError",
     "DecompressedSizeError",
@@ -52,6 +53,10 @@ class CrcMismatchError(CorruptRecordError):
 
 class InvalidRecordError(CorruptRecordError):
     """A record inside a batch is malformed (Kafka's InvalidRecordException)."""
+
+
+class InvalidTimestampError(InvalidRecordError):
+    """A record's timestamp or the batch's timestamp type is not accepted (Kafka's InvalidTimestampException)."""
 
 
 class DecompressionError(CorruptRecordError):

@@ -1005,13 +1005,14 @@ def read_snapshot(source) -> list[ProducerSnapshotEntry]:
         raise CorruptSnapshotError(f"Snapshot failed schema validation: negative entry count {count}",
                                    ENTRY_COUNT_OFFSET, file)  # fmt: skip
     expected = ENTRIES_OFFSET + count * SNAPSHOT_ENTRY_SIZE
-    if size != expected:
+    if size < expected:
         raise CorruptSnapshotError(
             f"Snapshot failed schema validation: entry count {count} needs {expected} bytes, file has {size}",
-            min(size, expected),
+            size,
             file,
         )
-    body = memoryview(data)[ENTRIES_OFFSET:]
+    # bytes after the last entry are ignored, as Kafka's Schema.read does (the CRC above covers them)
+    body = memoryview(data)[ENTRIES_OFFSET:expected]
     return [ProducerSnapshotEntry(*t) for t in _SNAP_ENTRY.iter_unpack(body)]
 
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 from .batch import BatchBuilder, crc32c, increment_sequence
 from .errors import (
+    IllegalTransitionError,
     InvalidProducerEpochError,
     KafkaTxError,
     TransactionCoordinatorFencedError,
@@ -127,7 +128,7 @@ class TransactionMetadata:
     last_update_timestamp_ms: int = -1
     previous_producer_id: int = -1  # lastProducerId
     next_producer_id: int = -1
-    last_producer_epoch: int = -1  # not persisted (as in Kafka); lets a TV2 client retry an EndTxn
+    last_producer_epoch: int = -1  # Kafka's lastProducerEpoch (not persisted); EndTxn retries go by epoch arithmetic
     client_transaction_version: int = 0
 
     def to_value(self) -> TxnMetadataValue:
@@ -434,16 +435,12 @@ class TransactionCoordinator:
         if meta is None:
             raise InvalidProducerIdMappingError(f"unknown transactional id {transactional_id!r}")
         done = _S.CompleteCommit if commit else _S.CompleteAbort
-        tv2 = meta.client_transaction_version >= 2
+        if meta.client_transaction_version >= 2:
+            return self._end_transaction_v2(meta, transactional_id, producer_id, producer_epoch, commit)
         if meta.producer_id != producer_id:
-            # TV2: a retry after the producer id rotated at the end of this very transaction
-            if tv2 and producer_id == meta.previous_producer_id and meta.state is done:
-                return meta.producer_id, meta.producer_epoch
             raise InvalidProducerIdMappingError(
                 f"producer id {producer_id} is not the current one of transactional id {transactional_id!r}"
             )
-        if tv2 and meta.state is done and producer_epoch == meta.last_producer_epoch >= 0:
-            return meta.producer_id, meta.producer_epoch  # TV2: a retry of the EndTxn that bumped the epoch
         if producer_epoch != meta.producer_epoch:
             raise ProducerFencedError(
                 f"producer epoch {producer_epoch} of {transactional_id!r} is not the current epoch "
@@ -451,11 +448,56 @@ class TransactionCoordinator:
             )
         if meta.state in (_S.PrepareCommit, _S.PrepareAbort):
             raise ConcurrentTransactionsError(f"transaction of {transactional_id!r} is being completed")
-        if not tv2 and meta.state is done:
+        if meta.state is done:
             return meta.producer_id, meta.producer_epoch  # TV0/1: a retry of a completed EndTxn
         self._prepare(meta, commit=commit, fence=False)
         self._complete(meta, commit=commit)
         return meta.producer_id, meta.producer_epoch
+
+    def _end_transaction_v2(self, meta, transactional_id, producer_id, producer_epoch, commit):
+        """EndTxn under transaction version 2 (TransactionCoordinator.endTransaction): every commit or abort
+        bumps the epoch, so a retry is recognised by its epoch (one below the current, or the last epoch of
+        the previous producer id after an overflow), which needs no state beyond __transaction_state."""
+        retry_on_overflow = (producer_id == meta.previous_producer_id and producer_epoch == _EXHAUSTED
+                             and meta.producer_epoch == 0)  # fmt: skip
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            raise InvalidProducerIdMappingError(
+                f"producer id {producer_id} is not the current one of transactional id {transactional_id!r}"
+            )
+        retry_on_bump = meta.producer_epoch == producer_epoch + 1
+        state = meta.state
+        if state in (_S.PrepareCommit, _S.PrepareAbort):
+            valid = retry_on_bump
+        elif state in (_S.CompleteCommit, _S.CompleteAbort):
+            valid = retry_on_bump or retry_on_overflow or producer_epoch == meta.producer_epoch
+        else:
+            valid = producer_epoch == meta.producer_epoch
+        if not valid:
+            raise ProducerFencedError(
+                f"producer epoch {producer_epoch} of {transactional_id!r} is not the current epoch "
+                f"{meta.producer_epoch}: the producer was fenced"
+            )
+        is_retry = retry_on_bump or retry_on_overflow
+        result = "COMMIT" if commit else "ABORT"
+        if state in (_S.PrepareCommit, _S.PrepareAbort):
+            if (state is _S.PrepareCommit) == commit:
+                raise ConcurrentTransactionsError(f"transaction of {transactional_id!r} is being completed")
+        elif state is _S.CompleteCommit or state is _S.CompleteAbort:
+            same = (state is _S.CompleteCommit) == commit
+            if is_retry and same:
+                return meta.producer_id, meta.producer_epoch  # a retry of the EndTxn that completed it
+            if not is_retry and not commit:
+                self._prepare(meta, commit=False, fence=False)  # an abort with nothing in it: bumps the epoch
+                self._complete(meta, commit=False)
+                return meta.producer_id, meta.producer_epoch
+        elif state is _S.Ongoing or (state is _S.Empty and not commit):
+            self._prepare(meta, commit=commit, fence=False)
+            self._complete(meta, commit=commit)
+            return meta.producer_id, meta.producer_epoch
+        raise IllegalTransitionError(
+            f"EndTxn({result}) of {transactional_id!r} in state {state.name} is not a valid transition "
+            f"(INVALID_TXN_STATE)"
+        )
 
     def abort_timed_out(self, now_ms: int | None = None) -> list[str]:
         """Fence and abort every Ongoing transaction with ``start + timeout < now``; returns their ids."""

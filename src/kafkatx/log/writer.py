@@ -4,13 +4,18 @@
 writes there (``storage/.../log/UnifiedLog``, ``LocalLog``, ``LogSegment``, ``LogLoader``,
 ``LogValidator``, ``ProducerStateManager``; kafka-format.md sections 2, 7, 8, 11):
 
-* ``<base>.log`` segments of v2 record batches.  A client batch is validated as ``LogValidator`` does for
-  a Produce request (one v2 batch, CRC, ``count > 0``, offsets ``0..count-1``, no control batches,
-  ``producerId >= 0`` needs ``baseSequence >= 0``), run through the producer-state checks (duplicate,
-  epoch, sequence, transaction state) *before anything is written*, then given its offsets by rewriting
+* ``<base>.log`` segments of v2 record batches.  A client batch is checked as ``UnifiedLog`` and
+  ``LogValidator`` check a Produce request, in their order: base offset 0, ``message.max.bytes``, CRC,
+  then one v2 batch with ``count > 0`` and ``lastOffsetDelta == count - 1``, no control batch,
+  ``producerId >= 0`` needs ``baseSequence >= 0``, record timestamps within
+  ``message.timestamp.before/after.max.ms`` (no LogAppendTime flag from a producer on a LogAppendTime
+  topic), the segment size.  A full segment rolls first (as ``UnifiedLog.append`` does, even for a batch
+  that turns out to be a duplicate); then the producer-state checks (duplicate, epoch, sequence,
+  transaction state) run *before anything is written*, and the batch gets its offsets by rewriting
   ``baseOffset`` and stamping ``partitionLeaderEpoch`` -- both outside the CRC, so the CRC is not
-  recomputed.  The only header rewrites that do touch CRC-covered bytes are Kafka's own: ``maxTimestamp``
-  set to the records' real maximum (CreateTime), or the LogAppendTime stamp.
+  recomputed.  The only rewrites that do touch CRC-covered bytes are Kafka's own: ``maxTimestamp`` set
+  to the records' real maximum and the timestamp type set to the topic's (CreateTime), the LogAppendTime
+  stamp, and a compressed batch whose records do not number their offsets 0..count-1, which is rebuilt.
 * ``<base>.index`` / ``<base>.timeindex`` (:mod:`kafkatx.log.index`): ``LogSegment.append`` adds an entry
   ``(batch last offset -> batch position)`` and a time entry ``(max timestamp so far, its batch's last
   offset)`` when more than ``index_interval_bytes`` were appended since the last entry.  On roll and on
@@ -31,8 +36,9 @@ rebuilt from its log; the newest readable snapshot at or below the last segment'
 loaded (corrupt ones are deleted, as the broker does) and the batches after it are replayed with
 ``origin="replication"`` semantics to restore producer state and open transactions; the ``.txnindex``
 of every replayed segment is brought in line with the replay (kept where it agrees, cut where it runs
-past the log end, completed where an entry is missing); snapshots beyond the log end are deleted.
-What happened is in :attr:`PartitionWriter.recovery`.
+past the log end, completed where an entry is missing); snapshots beyond the log end are deleted;
+producers idle for ``producer.id.expiration.ms`` without an open transaction are dropped, as the broker's
+load of the snapshot at the log end does.  What happened is in :attr:`PartitionWriter.recovery`.
 
 Not modelled: replication (the high watermark is the log end offset), retention and compaction,
 KIP-890 transaction verification, message format conversion.  A writer is not thread-safe.
@@ -54,10 +60,12 @@ from ..errors import (
     CorruptSnapshotError,
     CrcMismatchError,
     InvalidRecordError,
+    InvalidTimestampError,
     KafkaTxError,
     UnsupportedCompressionError,
 )
 from ..producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ORIGIN_CLIENT,
     ORIGIN_COORDINATOR,
     ORIGIN_REPLICATION,
@@ -65,6 +73,7 @@ from ..producer_state import (
     ProducerStateManager,
     rebuild_from_log,
 )
+from ..batch import BatchBuilder
 from ..transactions import encode_marker
 from ..txnindex import TransactionIndex, read_txnindex, write_txnindex
 from .reader import parse_partition_dir_name
@@ -99,6 +108,7 @@ __all__ = [
 DEFAULT_SEGMENT_BYTES = 1 << 30  # log.segment.bytes
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # log.index.interval.bytes
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # message.max.bytes (1 MiB + 12)
+DEFAULT_TIMESTAMP_AFTER_MAX_MS = 3_600_000  # log.message.timestamp.after.max.ms (Kafka 4.0, KIP-1030)
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 INT32_MAX = 2147483647
 
@@ -275,8 +285,16 @@ class PartitionWriter:
     module (``"cython"``, ``"python"`` or a module; default: kafkatx's).  ``clock()`` returns
     milliseconds (marker and LogAppendTime timestamps).  ``timestamp_type="log_append_time"`` stamps
     the append time into client batches as a topic with ``message.timestamp.type=LogAppendTime``.
-    ``validate_records`` decodes client batches to check record offsets and the max timestamp, as
-    ``LogValidator`` does (set False to check headers only).
+    ``validate_records`` decodes client batches as ``LogValidator`` does: the record count, the max
+    timestamp, every record's timestamp against ``message_timestamp_before_max_ms`` /
+    ``message_timestamp_after_max_ms`` (Kafka's ``message.timestamp.before/after.max.ms``: None = no
+    limit, and one hour ahead by default since Kafka 4.0), and a compressed batch whose records do not
+    number their offsets 0..count-1 is rebuilt with the right ones (Kafka's answer to old clients).  Set
+    False to check headers only (the header's timestamps then stand for the records').  On reopen, producers
+    of the loaded snapshot idle for ``producer_id_expiration_ms`` (Kafka's ``producer.id.expiration.ms``,
+    1 day) by ``clock()`` without an open transaction are dropped, as the broker does.  As Kafka's
+    ``LogValidator``, a client batch flagged LogAppendTime is refused by a LogAppendTime topic and stored
+    as CreateTime by a CreateTime one.
     """
 
     def __init__(self, path, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
@@ -284,7 +302,9 @@ class PartitionWriter:
                  max_index_size: int = DEFAULT_MAX_INDEX_SIZE, leader_epoch: int = 0, fsync: bool = False,
                  codec=None, clock=None, max_message_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES,
                  segment_ms: int | None = None, timestamp_type: str = "create_time",
-                 validate_records: bool = True):  # fmt: skip
+                 validate_records: bool = True, message_timestamp_before_max_ms: int | None = None,
+                 message_timestamp_after_max_ms: int | None = DEFAULT_TIMESTAMP_AFTER_MAX_MS,
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS):  # fmt: skip
         if segment_bytes < _HEADER_SIZE:
             raise ValueError(f"segment_bytes must be at least {_HEADER_SIZE}, got {segment_bytes}")
         if index_interval_bytes < 0:
@@ -305,6 +325,9 @@ class PartitionWriter:
         self.fsync = bool(fsync)
         self.timestamp_type = timestamp_type
         self.validate_records = bool(validate_records)
+        self.message_timestamp_before_max_ms = message_timestamp_before_max_ms
+        self.message_timestamp_after_max_ms = message_timestamp_after_max_ms
+        self.producer_id_expiration_ms = int(producer_id_expiration_ms)
         self._codec = _resolve_codec(codec)
         self._crc32c = self._codec.crc32c
         self._inc_seq = self._codec.increment_sequence
@@ -420,13 +443,27 @@ class PartitionWriter:
             view = view.cast("B")
         n = view.nbytes
         fields, total = self._check_framing(view, n)
-        (_boff, length, _ple, _magic, crc, attrs, lod, base_ts, max_ts, pid, epoch, bseq, count) = fields
+        (boff, length, _ple, _magic, crc, attrs, lod, base_ts, max_ts, pid, epoch, bseq, count) = fields
         if total > n:
             raise CorruptRecordError(f"truncated record batch: header says {total} bytes, {n} given", 8)
         if total < n:
             raise InvalidRecordError("Compressed outer record has more than one batch "
                                      f"({n - total} bytes follow the first batch)", total)  # fmt: skip
         attrs &= 0xFF
+        # UnifiedLog.analyzeAndValidateRecords, in its order: a client's base offset, the size, the CRC
+        if origin == ORIGIN_CLIENT and boff != 0:
+            raise InvalidRecordError(f"The baseOffset of the record batch in the append to {self.path} should be 0, "
+                                     f"but it is {boff}", 0, boff)  # fmt: skip
+        if self.max_message_bytes is not None and total > self.max_message_bytes:
+            raise RecordTooLargeError(
+                f"The record batch is {total} bytes, larger than the maximum allowed ({self.max_message_bytes})"
+            )
+        computed = self._crc32c(view[21:total])
+        if computed != crc:
+            raise CrcMismatchError(f"Record is corrupt (stored crc = {crc}, computed crc = {computed})", 17)
+        if attrs & 0x07 > 4:
+            raise UnsupportedCompressionError(f"unknown compression type id {attrs & 0x07}", 21)
+        # LogValidator.validateBatch
         if origin == ORIGIN_CLIENT:
             if lod < 0:
                 raise InvalidRecordError(f"Batch has an invalid offset range: last offset delta {lod}", 23)
@@ -442,28 +479,33 @@ class PartitionWriter:
             raise InvalidRecordError("the coordinator writes markers with append_marker, not append", 21)
         if attrs & _TRANSACTIONAL and pid < 0:
             raise InvalidRecordError("a transactional batch needs a producer id", 43)
-        if attrs & 0x07 > 4:
-            raise UnsupportedCompressionError(f"unknown compression type id {attrs & 0x07}", 21)
-        computed = self._crc32c(view[21:total])
-        if computed != crc:
-            raise CrcMismatchError(f"Record is corrupt (stored crc = {crc}, computed crc = {computed})", 17)
-        if self.max_message_bytes is not None and total > self.max_message_bytes:
-            raise RecordTooLargeError(
-                f"The record batch is {total} bytes, larger than the maximum allowed ({self.max_message_bytes})"
-            )
+        # LogValidator.validateRecord: timestamps; then the records themselves
+        now = self._clock()
+        lat_topic = self.timestamp_type == "log_append_time"
+        if count > 0 and attrs & _LOG_APPEND_TIME and (lat_topic or max_ts == -1):
+            raise InvalidTimestampError("Invalid timestamp type in the batch: producers should not set the timestamp "
+                                        "type to LogAppendTime", 21)  # fmt: skip
+        first = self._leo
+        rebuilt = None
+        if self.validate_records and count > 0:
+            new_max_ts, rebuilt = self._validate_records(view, total, count, attrs, max_ts, now, first)
+        else:
+            new_max_ts = max_ts
+            if count > 0 and not lat_topic:
+                self._check_timestamps(base_ts, max_ts, now)
+        if rebuilt is not None:  # a new batch, offsets and timestamps already assigned
+            view, total, length = rebuilt, len(rebuilt), len(rebuilt) - 12
+            new_max_ts = _MAXTS_AT.unpack_from(rebuilt, 35)[0]
+        log_append_time = now if lat_topic else -1
+        if lat_topic:
+            new_max_ts = log_append_time
         if total > self.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"The record batch is {total} bytes, larger than the segment size ({self.segment_bytes})"
             )
-        first = self._leo
-        new_max_ts = max_ts
-        log_append_time = -1
-        if self.validate_records and count > 0:
-            new_max_ts = self._validate_records(view, total, count, attrs, max_ts)
-        if self.timestamp_type == "log_append_time":
-            log_append_time = self._clock()
-            new_max_ts = log_append_time
         last = first + lod
+        # UnifiedLog.append rolls a full segment before the producer-state checks (a duplicate rolls it too)
+        seg = self._maybe_roll(total, first, last, new_max_ts)
         info = None
         if pid >= 0:
             info = self._psm.prepare_update(pid, origin=origin)
@@ -471,15 +513,20 @@ class PartitionWriter:
             dup = info.append_data_batch(epoch, bseq, last_seq, new_max_ts, first, last, bool(attrs & _TRANSACTIONAL))
             if dup is not None:
                 return AppendInfo(dup.first_offset, dup.last_offset, -1, True, dup.timestamp, count)
-        seg = self._maybe_roll(total, last, new_max_ts)
         position = seg.size
         header = _OFFSET_LENGTH_EPOCH.pack(first, length, self.leader_epoch)
-        if new_max_ts != max_ts or log_append_time >= 0:
-            # LogValidator.setMaxTimestamp: attributes / maxTimestamp change, so the CRC is recomputed
+        stored_attrs = (attrs | _LOG_APPEND_TIME) if lat_topic else (attrs & ~_LOG_APPEND_TIME)
+        if rebuilt is not None:
             out = bytearray(view)
             out[0:16] = header
-            if log_append_time >= 0:
-                _ATTRS_AT.pack_into(out, 21, (attrs | _LOG_APPEND_TIME))
+            _CRC_AT.pack_into(out, 17, self._crc32c(memoryview(out)[21:]))
+            self._write(seg, (out,))
+        elif new_max_ts != max_ts or stored_attrs != attrs:
+            # LogValidator.setMaxTimestamp(topic's timestamp type, ...): attributes / maxTimestamp change, so the
+            # CRC is recomputed
+            out = bytearray(view)
+            out[0:16] = header
+            _ATTRS_AT.pack_into(out, 21, stored_attrs)
             _MAXTS_AT.pack_into(out, 35, new_max_ts)
             _CRC_AT.pack_into(out, 17, self._crc32c(memoryview(out)[21:]))
             self._write(seg, (out,))
@@ -495,22 +542,43 @@ class PartitionWriter:
             os.fsync(seg.fd)
         return AppendInfo(first, last, log_append_time, False, new_max_ts, count, total, seg.base_offset, position)
 
-    def _validate_records(self, view, total, count, attrs, max_ts):
-        """Decode the records (as LogValidator iterates them); returns the max timestamp to store."""
+    def _check_timestamps(self, lo: int, hi: int, now: int):
+        """LogValidator.validateTimestamp on a CreateTime topic: record timestamps from ``lo`` to ``hi``
+        (-1: none) must lie within [now - before.max.ms, now + after.max.ms]."""
+        before, after = self.message_timestamp_before_max_ms, self.message_timestamp_after_max_ms
+        for ts in (lo, hi):
+            if ts == -1:
+                continue
+            if (before is not None and now - ts > before) or (after is not None and ts - now > after):
+                low = "-inf" if before is None else now - before
+                high = "+inf" if after is None else now + after
+                raise InvalidTimestampError(f"Timestamp {ts} of a record is out of range. The timestamp should be "
+                                            f"within [{low}, {high}]", 27)  # fmt: skip
+
+    def _validate_records(self, view, total, count, attrs, max_ts, now, first):
+        """Decode the records (as LogValidator iterates them) and check their timestamps; returns the max
+        timestamp to store and, for a compressed batch whose records do not number their offsets
+        0..count-1, the batch rebuilt with offsets from ``first`` (else None)."""
         batch = self._codec.RecordBatch(view, 0, total, verify_crc=False)
         records = batch.records()
         if len(records) != count:  # the decoder enforces it; kept as LogValidator's invariant
             raise InvalidRecordError(f"batch declares {count} records, {len(records)} decoded", 57)
+        lat_batch = bool(attrs & _LOG_APPEND_TIME)
+        new_max = max_ts if lat_batch else max(r.timestamp for r in records)
+        if self.timestamp_type == "create_time":
+            self._check_timestamps(min(r.timestamp for r in records), new_max, now)
         base = batch.base_offset
-        offsets = [r.offset for r in records]
-        if offsets[0] != base or offsets[-1] != base + count - 1 or offsets != list(range(base, base + count)):
-            bad = next(i for i, o in enumerate(offsets) if o != base + i)
-            raise InvalidRecordError(
-                f"record {bad} of the batch has offset delta {offsets[bad] - base}, expected {bad} "
-                "(a producer numbers its records 0..count-1)", _HEADER_SIZE)  # fmt: skip
-        if attrs & _LOG_APPEND_TIME:
-            return max_ts
-        return max(r.timestamp for r in records)
+        if attrs & 0x07 == 0 or all(r.offset == base + i for i, r in enumerate(records)):
+            return new_max, None  # uncompressed: LogValidator never looks at record offsets
+        lat_topic = self.timestamp_type == "log_append_time"
+        b = BatchBuilder(base_offset=first, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                         base_sequence=batch.base_sequence, transactional=batch.is_transactional,
+                         compression=batch.compression, partition_leader_epoch=self.leader_epoch,
+                         timestamp_type="log_append_time" if lat_topic else "create_time",
+                         log_append_time=now if lat_topic else None)  # fmt: skip
+        for r in records:
+            b.append(r.value, r.key, timestamp=r.timestamp, headers=r.headers)
+        return new_max, b.build()
 
     def _append_replicated(self, batch_bytes):
         view = memoryview(batch_bytes)
@@ -561,7 +629,7 @@ class PartitionWriter:
             info = self._psm.prepare_update(pid, origin=ORIGIN_REPLICATION)
             batch = self._codec.RecordBatch(view, 0, total, verify_crc=False)
             info.append(batch)
-        seg = self._maybe_roll(total, last, max_ts)
+        seg = self._maybe_roll(total, base, last, max_ts)
         position = seg.size
         self._write(seg, (view,))
         self._after_write(seg, position, total, last, max_ts)
@@ -600,12 +668,20 @@ class PartitionWriter:
         data = encode_marker(kind, producer_id=producer_id, producer_epoch=producer_epoch, base_offset=offset,
                              coordinator_epoch=coordinator_epoch, timestamp=timestamp,
                              partition_leader_epoch=self.leader_epoch)  # fmt: skip
+        if self.timestamp_type == "log_append_time":
+            # appended as leader (origin COORDINATOR): LogValidator stamps it like any batch of the topic
+            timestamp = self._clock()
+            out = bytearray(data)
+            _ATTRS_AT.pack_into(out, 21, _ATTRS_AT.unpack_from(out, 21)[0] | _LOG_APPEND_TIME)
+            _MAXTS_AT.pack_into(out, 35, timestamp)
+            _CRC_AT.pack_into(out, 17, self._crc32c(memoryview(out)[21:]))
+            data = bytes(out)
         control_type = 1 if str(kind).lower() == "commit" else 0
         info = self._psm.prepare_update(producer_id, origin=ORIGIN_COORDINATOR)
         info.append_end_txn_marker(control_type, coordinator_epoch, producer_epoch, offset, timestamp,
                                    transaction_version=transaction_version)  # fmt: skip
         total = len(data)
-        seg = self._maybe_roll(total, offset, timestamp)
+        seg = self._maybe_roll(total, offset, offset, timestamp)
         position = seg.size
         self._write(seg, (data,))
         self._after_write(seg, position, total, offset, timestamp)
@@ -657,7 +733,7 @@ class PartitionWriter:
         seg.size = position + total
         self._segments[-1][1] = seg.size
 
-    def _maybe_roll(self, size, last_offset, max_ts):
+    def _maybe_roll(self, size, first_offset, last_offset, max_ts):
         seg = self._active
         if seg.size == 0:
             return seg
@@ -671,7 +747,8 @@ class PartitionWriter:
         )  # fmt: skip
         if not roll:
             return seg
-        self.roll()
+        # UnifiedLog.maybeRoll rolls at the incoming batch's first offset, LocalLog.roll at no less than the log end
+        self._roll_at(max(first_offset, self._leo))
         return self._active
 
     def roll(self) -> int:
@@ -682,6 +759,9 @@ class PartitionWriter:
         """
         if self._closed:
             raise LogClosedError(f"the writer of {self.path} is closed")
+        return self._roll_at(self._leo)
+
+    def _roll_at(self, base: int) -> int:
         old = self._active
         if old.size == 0:
             return old.base_offset
@@ -690,13 +770,13 @@ class PartitionWriter:
             os.fsync(old.fd)
         os.close(old.fd)
         old.fd = None
-        self._active = _Segment(self.path, self._leo, self.max_index_size)
-        self._segments.append([self._leo, 0])
-        self._psm.map_end_offset = self._leo
+        self._active = _Segment(self.path, base, self.max_index_size)
+        self._segments.append([base, 0])
+        self._psm.map_end_offset = base
         self._psm.take_snapshot(self.path, fsync=self.fsync)
         if self.fsync:
             fsync_dir(self.path)
-        return self._leo
+        return base
 
     def _maybe_assign_epoch(self, epoch, start_offset):
         if epoch < 0 or (self._epochs and epoch <= self._epochs[-1][0]):
@@ -886,6 +966,9 @@ class PartitionWriter:
                     repaired.append(path)
         self._psm.map_end_offset = end_offset
         self._psm.on_high_watermark_updated(end_offset)
+        # LogLoader ends by loading the snapshot at the log end (taken at close, or by the recovery), and the
+        # load drops producers idle for producer.id.expiration.ms without an open transaction
+        self._psm.remove_expired_producers(self._clock(), self.producer_id_expiration_ms)
         # stray snapshots: only those at a segment base offset, and the newest one, are kept (LogLoader)
         keep = set(bases)
         if snapshots:

@@ -237,3 +237,25 @@ def test_tv2_end_txn_retry_with_other_result_is_invalid_txn_state(tmp_path):
     with c:
         with pytest.raises((IllegalTransitionError, InvalidTxnStateError)):
             c.end_transaction("tx", pid, epoch, commit=False)
+
+
+def test_timestamp_limits_before_and_after_and_no_timestamp(tmp_path):
+    """LogValidator.validateTimestamp: on a CreateTime topic every record with a timestamp must lie within
+    [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]; records without one
+    (NO_TIMESTAMP, -1) are not checked.  With validate_records=False the header's timestamps stand in."""
+    from kafkatx.errors import InvalidTimestampError
+
+    now = T0 + DAY
+    for validate in (True, False):
+        with PartitionWriter(tmp_path / f"t-{int(validate)}", clock=lambda: now, validate_records=validate,
+                             message_timestamp_before_max_ms=HOUR, message_timestamp_after_max_ms=HOUR) as w:  # fmt: skip
+            with pytest.raises(InvalidTimestampError, match="out of range"):
+                w.append(batch(n=2, ts=now - HOUR - 10))  # too old
+            with pytest.raises(InvalidTimestampError, match="out of range"):
+                w.append(batch(n=2, ts=now + HOUR + 10))  # too far ahead
+            w.append(batch(n=2, ts=now - HOUR))  # at the limits
+            w.append(batch(n=2, ts=now + HOUR - 1))
+            b = BatchBuilder()
+            b.append(b"no timestamp", timestamp=-1)
+            w.append(b.build())
+            assert w.log_end_offset == 5

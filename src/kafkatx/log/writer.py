@@ -566,7 +566,9 @@ class PartitionWriter:
         lat_batch = bool(attrs & _LOG_APPEND_TIME)
         new_max = max_ts if lat_batch else max(r.timestamp for r in records)
         if self.timestamp_type == "create_time":
-            self._check_timestamps(min(r.timestamp for r in records), new_max, now)
+            stamped = [r.timestamp for r in records if r.timestamp != -1]  # NO_TIMESTAMP is not range-checked
+            if stamped:
+                self._check_timestamps(min(stamped), max(stamped), now)
         base = batch.base_offset
         if attrs & 0x07 == 0 or all(r.offset == base + i for i, r in enumerate(records)):
             return new_max, None  # uncompressed: LogValidator never looks at record offsets

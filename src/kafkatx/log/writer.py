@@ -493,9 +493,10 @@ class PartitionWriter:
             new_max_ts = max_ts
             if count > 0 and not lat_topic:
                 self._check_timestamps(base_ts, max_ts, now)
-        if rebuilt is not None:  # a new batch, offsets and timestamps already assigned
-            view, total, length = rebuilt, len(rebuilt), len(rebuilt) - 12
-            new_max_ts = _MAXTS_AT.unpack_from(rebuilt, 35)[0]
+        if rebuilt is not None:  # a new batch (valid CRC), timestamps and timestamp type already the topic's
+            view, total, length = memoryview(rebuilt), len(rebuilt), len(rebuilt) - 12
+            attrs = _ATTRS_AT.unpack_from(rebuilt, 21)[0] & 0xFF
+            max_ts = new_max_ts = _MAXTS_AT.unpack_from(rebuilt, 35)[0]
         log_append_time = now if lat_topic else -1
         if lat_topic:
             new_max_ts = log_append_time
@@ -516,19 +517,10 @@ class PartitionWriter:
         position = seg.size
         header = _OFFSET_LENGTH_EPOCH.pack(first, length, self.leader_epoch)
         stored_attrs = (attrs | _LOG_APPEND_TIME) if lat_topic else (attrs & ~_LOG_APPEND_TIME)
-        if rebuilt is not None:
-            out = bytearray(view)
+        if new_max_ts != max_ts or stored_attrs != attrs:
+            # LogValidator.setMaxTimestamp(topic's timestamp type, ...): CRC-covered bytes change
+            out = self._restamped(view[:total], stored_attrs, new_max_ts)
             out[0:16] = header
-            _CRC_AT.pack_into(out, 17, self._crc32c(memoryview(out)[21:]))
-            self._write(seg, (out,))
-        elif new_max_ts != max_ts or stored_attrs != attrs:
-            # LogValidator.setMaxTimestamp(topic's timestamp type, ...): attributes / maxTimestamp change, so the
-            # CRC is recomputed
-            out = bytearray(view)
-            out[0:16] = header
-            _ATTRS_AT.pack_into(out, 21, stored_attrs)
-            _MAXTS_AT.pack_into(out, 35, new_max_ts)
-            _CRC_AT.pack_into(out, 17, self._crc32c(memoryview(out)[21:]))
             self._write(seg, (out,))
         else:
             self._write(seg, (header, view[16:total]))
@@ -541,6 +533,15 @@ class PartitionWriter:
         if self.fsync:
             os.fsync(seg.fd)
         return AppendInfo(first, last, log_append_time, False, new_max_ts, count, total, seg.base_offset, position)
+
+    def _restamped(self, batch, attrs: int, max_ts: int) -> bytearray:
+        """A copy of ``batch`` with new attributes and maxTimestamp, and so a new CRC (DefaultRecordBatch's
+        setMaxTimestamp)."""
+        out = bytearray(batch)
+        _ATTRS_AT.pack_into(out, 21, attrs)
+        _MAXTS_AT.pack_into(out, 35, max_ts)
+        _CRC_AT.pack_into(out, 17, self._crc32c(memoryview(out)[21:]))
+        return out
 
     def _check_timestamps(self, lo: int, hi: int, now: int):
         """LogValidator.validateTimestamp on a CreateTime topic: record timestamps from ``lo`` to ``hi``
@@ -673,11 +674,7 @@ class PartitionWriter:
         if self.timestamp_type == "log_append_time":
             # appended as leader (origin COORDINATOR): LogValidator stamps it like any batch of the topic
             timestamp = self._clock()
-            out = bytearray(data)
-            _ATTRS_AT.pack_into(out, 21, _ATTRS_AT.unpack_from(out, 21)[0] | _LOG_APPEND_TIME)
-            _MAXTS_AT.pack_into(out, 35, timestamp)
-            _CRC_AT.pack_into(out, 17, self._crc32c(memoryview(out)[21:]))
-            data = bytes(out)
+            data = bytes(self._restamped(data, _ATTRS_AT.unpack_from(data, 21)[0] | _LOG_APPEND_TIME, timestamp))
         control_type = 1 if str(kind).lower() == "commit" else 0
         info = self._psm.prepare_update(producer_id, origin=ORIGIN_COORDINATOR)
         info.append_end_txn_marker(control_type, coordinator_epoch, producer_epoch, offset, timestamp,

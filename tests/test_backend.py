@@ -54,7 +54,7 @@ def test_both_backends_take_the_same_constructor_keywords():
         "BatchIterator": dict(data=data, verify_crc=True, max_decompressed_size=1 << 20),
         "ReadCommittedFilter": dict(aborted_transactions=[(1001, 3)], isolation="read_committed",
                                     last_stable_offset=None, fetch_offset=None, verify_crc=True,
-                                    max_decompressed_size=1 << 20),
+                                    max_decompressed_size=1 << 20, inflate_threads=1),
         "Record": dict(offset=1, timestamp=2, key=b"k", value=b"v", headers=(("h", None),), sequence=3),
         "RecordBatch": dict(data=data, position=0, size=None, max_decompressed_size=1 << 20, verify_crc=True),
     }  # fmt: skip

@@ -8,7 +8,8 @@ compression per batch.  ``_txn_model.Scenario`` predicts each answer of the prod
 (appended / duplicate with the original offsets / exact exception type) from section 11 of
 kafka-format.md, and records each record's transaction, each transaction's outcome, the aborted list
 and the LSO.  Then, on both backends: decode_records and decode_arrow (whole log, aborted list
-shuffled), ReadCommittedFilter over random byte chunks and over Fetch-like chunks (each with the
+shuffled; payloads inflated on the calling thread or ahead on 1-2 threads), ReadCommittedFilter over random
+byte chunks and over Fetch-like chunks (each with the
 broker's aborted list for its range), the pending bytes beyond the LSO once the open transactions end,
 transactions.aborted_transactions / last_stable_offset / scan_transactions, and rebuild_from_log.
 """
@@ -145,26 +146,28 @@ def check_scenario(codec, plan, data):
     # a fetch that starts at some offset of the log (possibly inside a batch, or at its end)
     fetch_at = data.draw(st.integers(start, end), label="fetch offset") if plan["fetch_offset"] else None
     fetch = {} if fetch_at is None else {"fetch_offset": fetch_at}
+    # payloads inflated on the calling thread or ahead on background threads: the same result either way
+    ahead = {"inflate_threads": data.draw(st.sampled_from([0, 0, 1, 2]), label="inflate threads")}
     want_rc = [r for r in want_rc if fetch_at is None or r[0] >= fetch_at]
     want_next = max(fetch_at, lso) if fetch_at is not None else (lso if lso > start else None)
-    res = codec.decode_records(log, isolation=RC, aborted_transactions=lst, last_stable_offset=lso, **fetch)
+    res = codec.decode_records(log, isolation=RC, aborted_transactions=lst, last_stable_offset=lso, **fetch, **ahead)
     assert rows(res) == want_rc
     assert res.next_offset == want_next
     assert res.valid_bytes == sc.bytes_before(lso) and res.trailing_bytes == len(log) - res.valid_bytes
-    rb = codec.decode_arrow(log, isolation=RC, aborted_transactions=lst, last_stable_offset=lso, **fetch)
+    rb = codec.decode_arrow(log, isolation=RC, aborted_transactions=lst, last_stable_offset=lso, **fetch, **ahead)
     assert arrow_tuples(rb) == [(o, k, v, s) for o, _t, k, v, s in want_rc]
     assert rb.column("timestamp").cast("int64").to_pylist() == [t for _o, t, _k, _v, _s in want_rc]
     assert rb.schema.metadata[b"next_offset"] == str(want_next).encode()
     # read_uncommitted ignores the list and the LSO
-    res = codec.decode_records(log, isolation=RU, aborted_transactions=lst, last_stable_offset=lso)
+    res = codec.decode_records(log, isolation=RU, aborted_transactions=lst, last_stable_offset=lso, **ahead)
     assert rows(res) == want_ru
     assert res.next_offset == (end if sc.batches else None)
-    rb = codec.decode_arrow(log, isolation=RU, aborted_transactions=lst, last_stable_offset=lso)
+    rb = codec.decode_arrow(log, isolation=RU, aborted_transactions=lst, last_stable_offset=lso, **ahead)
     assert arrow_tuples(rb) == [(o, k, v, s) for o, _t, k, v, s in want_ru]
 
     # one filter over random byte chunks (records, and Arrow from a twin filter)
-    f = codec.ReadCommittedFilter(lst, last_stable_offset=lso, **fetch)
-    fa = codec.ReadCommittedFilter(lst, last_stable_offset=lso, **fetch)
+    f = codec.ReadCommittedFilter(lst, last_stable_offset=lso, **fetch, **ahead)
+    fa = codec.ReadCommittedFilter(lst, last_stable_offset=lso, **fetch, **ahead)
     got, got_arrow = [], []
     bounds = cut(data, len(log))
     for a, b in zip(bounds, bounds[1:]):

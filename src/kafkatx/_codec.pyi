@@ -94,6 +94,7 @@ class ReadCommittedFilter:
         fetch_offset: int | None = None,
         verify_crc: bool = True,
         max_decompressed_size: int = ...,
+        inflate_threads: int = 0,
     ) -> None: ...
     def add_aborted_transactions(self, aborted_transactions: Iterable[tuple[int, int]]) -> None: ...
     def feed(self, data: _Buffer) -> RecordList: ...
@@ -123,7 +124,23 @@ def decode_records(
     fetch_offset: int | None = None,
     verify_crc: bool = True,
     max_decompressed_size: int = ...,
+    inflate_threads: int = 0,
 ) -> RecordList: ...
+
+def decode_arrow(
+    data: _Buffer,
+    *,
+    isolation: Literal["read_committed", "read_uncommitted"] = "read_uncommitted",
+    aborted_transactions: Iterable[tuple[int, int]] | None = None,
+    last_stable_offset: int | None = None,
+    fetch_offset: int | None = None,
+    verify_crc: bool = True,
+    columns: Iterable[str] | None = None,
+    large_binary: bool = False,
+    binary_view: bool = False,
+    max_decompressed_size: int = ...,
+    inflate_threads: int = 0,
+) -> Any: ...
 
 class BatchBuilder:
     base_offset: int

@@ -628,8 +628,10 @@ cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
 
 
 cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, Header *h, object out,
-                         _Columns cols, int64_t fetch_offset, int64_t limit_offset, Py_ssize_t max_size) except -1:
-    """All records of the v2 batch at buf[pos:pos+size], inflating its payload when compressed."""
+                         _Columns cols, int64_t fetch_offset, int64_t limit_offset, Py_ssize_t max_size,
+                         object ahead=None) except -1:
+    """All records of the v2 batch at buf[pos:pos+size], inflating its payload when compressed (or taking
+    it from ``ahead``, a compression.InflateAhead over ``buf``, when that has it)."""
     cdef int cid = h.attributes & COMPRESSION_CODEC_MASK
     cdef Py_ssize_t start = pos + RECORD_BATCH_OVERHEAD
     cdef bint keep = cols is not None and cols.views  # views point into the payload: it must stay
@@ -643,7 +645,16 @@ cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, He
         return decode_v2_records(buf, start, pos + size, 0, h, out, cols, fetch_offset, limit_offset)
     # records and copying columns are done with the payload before the next inflation on this thread, so
     # it may live in the thread's reusable buffer (compression.decompress_view)
-    payload = _inflate(buf, start, pos + size, cid, h.base_offset, max_size, keep)
+    payload = None
+    if ahead is not None:
+        try:
+            payload = ahead.take(start)
+        except (CorruptRecordError, DecompressedSizeError) as exc:
+            raise type(exc)(f"{exc.reason} (compressed payload)", start, h.base_offset) from None
+        if keep and payload is not None and not PyBytes_CheckExact(payload):
+            payload = bytes(payload)
+    if payload is None:
+        payload = _inflate(buf, start, pos + size, cid, h.base_offset, max_size, keep)
     if keep:
         cols.use_payload(payload)
     PyObject_GetBuffer(payload, &pb, PyBUF_SIMPLE)
@@ -986,10 +997,11 @@ cdef class ReadCommittedFilter:
     cdef bint _verify
     cdef Py_ssize_t _max
     cdef bytes _pending
+    cdef int _threads
 
     def __init__(self, aborted_transactions=None, *, isolation="read_committed", last_stable_offset=None,
                  fetch_offset=None, bint verify_crc=True,
-                 Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE):
+                 Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE, inflate_threads=0):
         self._committed = isolation_flag(isolation)
         self._heap = []
         self._seen = set()
@@ -998,6 +1010,7 @@ cdef class ReadCommittedFilter:
         self.next_offset = fetch_offset
         self._verify = verify_crc
         self._max = max_decompressed_size
+        self._threads = _compression.check_inflate_threads(inflate_threads)
         self._pending = b""
         if aborted_transactions:
             self.add_aborted_transactions(aborted_transactions)
@@ -1176,7 +1189,24 @@ cdef class ReadCommittedFilter:
 
     cdef int _run(self, _Buffer b, object out, _Columns cols, Py_ssize_t *consumed) except -1:
         """Decode the complete batches of ``b``; a batch holding the last stable offset stays pending (its
-        records below the LSO are returned now, the rest once the LSO moves)."""
+        records below the LSO are returned now, the rest once the LSO moves).  With ``inflate_threads``,
+        the compressed payloads are inflated ahead on that many threads (compression.InflateAhead)."""
+        cdef list spans
+        cdef object ahead = None
+        if self._threads > 0:
+            spans = _compressed_spans(b.ptr, b.size)
+            if len(spans) >= 2:
+                ahead = _compression.InflateAhead(
+                    PyMemoryView_FromMemory(<char *>b.ptr, b.size, PyBUF_READ), spans, self._max,
+                    threads=self._threads, keep=cols is not None and cols.views)
+        try:
+            return self._run_batches(b, out, cols, consumed, ahead)
+        finally:
+            if ahead is not None:
+                ahead.close()
+
+    cdef int _run_batches(self, _Buffer b, object out, _Columns cols, Py_ssize_t *consumed,
+                          object ahead) except -1:
         cdef const uint8_t *buf = b.ptr
         cdef Py_ssize_t end = b.size
         cdef Py_ssize_t pos = 0
@@ -1239,13 +1269,35 @@ cdef class ReadCommittedFilter:
                         and h.producer_id in self._aborted_pids:
                     aborted = True  # an aborted batch: none of its records, but the LSO rule below holds
             if not aborted and not (h.attributes & CONTROL_FLAG_MASK):
-                decode_v2_batch(buf, pos, size, &h, out, cols, self._floor(), limit, self._max)
+                decode_v2_batch(buf, pos, size, &h, out, cols, self._floor(), limit, self._max, ahead)
             self._advance(min(last + 1, limit))
             if last >= limit:
                 break  # straddles the last stable offset: keep it pending
             pos += size
             consumed[0] = pos
         return 0
+
+
+cdef list _compressed_spans(const uint8_t *buf, Py_ssize_t end):
+    """(payload start, end, codec id) of the complete compressed v2 data batches with records in ``buf``,
+    in order (what compression.InflateAhead inflates; anything malformed ends the list, and the decoder
+    meets it by itself)."""
+    cdef list spans = []
+    cdef Py_ssize_t pos = 0, size
+    cdef int32_t length
+    cdef int16_t attributes
+    while end - pos >= RECORD_BATCH_OVERHEAD:
+        length = kx_load_be_i32(buf + pos + LENGTH_OFFSET)
+        if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or end - pos < <Py_ssize_t>length + LOG_OVERHEAD:
+            break
+        size = <Py_ssize_t>length + LOG_OVERHEAD
+        if buf[pos + MAGIC_OFFSET] == 2:
+            attributes = kx_load_be_i16(buf + pos + ATTRIBUTES_OFFSET)
+            if (attributes & COMPRESSION_CODEC_MASK) and not (attributes & CONTROL_FLAG_MASK) \
+                    and kx_load_be_i32(buf + pos + RECORDS_COUNT_OFFSET) > 0:
+                spans.append((pos + RECORD_BATCH_OVERHEAD, pos + size, attributes & COMPRESSION_CODEC_MASK))
+        pos += size
+    return spans
 
 
 cdef enum:
@@ -1277,23 +1329,28 @@ cdef void _presize_count(const uint8_t *buf, Py_ssize_t end, Py_ssize_t *rows, P
 
 def decode_records(data, *, isolation="read_uncommitted", aborted_transactions=None, last_stable_offset=None,
                    fetch_offset=None, bint verify_crc=True,
-                   Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE):
+                   Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE, inflate_threads=0):
     """All visible data records of all batches in ``data``, as Kafka's consumer would return them.
 
     Control records are never returned.  Under ``read_committed``, records of aborted transactions
     (``aborted_transactions`` as ``(producer_id, first_offset)`` pairs, any order) and records at or
     beyond ``last_stable_offset`` are hidden.  A truncated final batch is left out and counted in
     ``trailing_bytes``.
+
+    ``inflate_threads``: inflate compressed payloads on that many background threads, ahead of the
+    decoding (0, the default: on the calling thread).  The result is the same; on a machine with a spare
+    core, 1 hides most of the inflation time of an lz4 or zstd log.
     """
     f = ReadCommittedFilter(aborted_transactions, isolation=isolation, last_stable_offset=last_stable_offset,
                             fetch_offset=fetch_offset, verify_crc=verify_crc,
-                            max_decompressed_size=max_decompressed_size)
+                            max_decompressed_size=max_decompressed_size, inflate_threads=inflate_threads)
     return f.feed(data)
 
 
 def decode_arrow(data, *, isolation="read_uncommitted", aborted_transactions=None, last_stable_offset=None,
                  fetch_offset=None, bint verify_crc=True, columns=None, bint large_binary=False,
-                 bint binary_view=False, Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE):
+                 bint binary_view=False, Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE,
+                 inflate_threads=0):
     """The visible records of ``data`` as one ``pyarrow.RecordBatch``, built in C (no per-record objects).
 
     Same visibility rules and arguments as :func:`decode_records`; ``columns`` picks a subset of
@@ -1303,7 +1360,7 @@ def decode_arrow(data, *, isolation="read_uncommitted", aborted_transactions=Non
     """
     f = ReadCommittedFilter(aborted_transactions, isolation=isolation, last_stable_offset=last_stable_offset,
                             fetch_offset=fetch_offset, verify_crc=verify_crc,
-                            max_decompressed_size=max_decompressed_size)
+                            max_decompressed_size=max_decompressed_size, inflate_threads=inflate_threads)
     return f.feed_arrow(data, columns=columns, large_binary=large_binary, binary_view=binary_view)
 
 

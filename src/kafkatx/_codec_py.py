@@ -71,6 +71,8 @@ __all__ = [
 ]
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header
+_BE_I32 = struct.Struct(">i")
+_BE_I16 = struct.Struct(">h")
 
 # ----------------------------------------------------------------------------------------- CRC-32C
 _CRC32C_TABLE = []
@@ -474,7 +476,7 @@ class RecordBatch:
         return bytes(memoryview(self._buf)[self.position : self.position + self.size_in_bytes])
 
     # -- records -----------------------------------------------------------------------------------
-    def _decode_into(self, out, fetch_offset=-(1 << 63), limit_offset=1 << 63):
+    def _decode_into(self, out, fetch_offset=-(1 << 63), limit_offset=1 << 63, ahead=None):
         if self.magic < 2:
             self._legacy_into(out, fetch_offset, limit_offset)
             return
@@ -486,7 +488,14 @@ class RecordBatch:
         if cid == 0:
             _decode_v2_records(self._buf, start, end, 0, self, out, fetch_offset, limit_offset)
             return
-        payload = self._inflate(start, end, cid)
+        payload = None
+        if ahead is not None:  # a compression.InflateAhead over this batch's buffer
+            try:
+                payload = ahead.take(start)
+            except (CorruptRecordError, DecompressedSizeError) as exc:
+                raise type(exc)(f"{exc.reason} (compressed payload)", start, self.base_offset) from None
+        if payload is None:
+            payload = self._inflate(start, end, cid)
         try:
             _decode_v2_records(payload, 0, len(payload), 0, self, out, fetch_offset, limit_offset)
         except CorruptRecordError as exc:
@@ -617,6 +626,25 @@ def iter_batches(data, *, verify_crc: bool = True, max_decompressed_size: int = 
 
 
 # --------------------------------------------------------------------------------- read_committed
+def _compressed_spans(view, end: int) -> list:
+    """(payload start, end, codec id) of the complete compressed v2 data batches with records in
+    ``view[:end]``, in order (what compression.InflateAhead inflates; anything malformed ends the list)."""
+    spans = []
+    pos = 0
+    while end - pos >= RECORD_BATCH_OVERHEAD:
+        (length,) = _BE_I32.unpack_from(view, pos + 8)
+        if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or end - pos < length + LOG_OVERHEAD:
+            break
+        size = length + LOG_OVERHEAD
+        if view[pos + 16] == 2:
+            (attributes,) = _BE_I16.unpack_from(view, pos + 21)
+            (count,) = _BE_I32.unpack_from(view, pos + 57)
+            if attributes & COMPRESSION_CODEC_MASK and not attributes & CONTROL_FLAG_MASK and count > 0:
+                spans.append((pos + RECORD_BATCH_OVERHEAD, pos + size, attributes & COMPRESSION_CODEC_MASK))
+        pos += size
+    return spans
+
+
 class ReadCommittedFilter:
     """Kafka's consumer visibility rules, carried across successive chunks of one partition.
 
@@ -633,6 +661,7 @@ class ReadCommittedFilter:
         fetch_offset=None,
         verify_crc: bool = True,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+        inflate_threads: int = 0,
     ):
         self._committed = isolation_flag(isolation)
         self._heap = []
@@ -642,6 +671,7 @@ class ReadCommittedFilter:
         self.next_offset = fetch_offset
         self._verify = verify_crc
         self._max = max_decompressed_size
+        self._threads = _compression.check_inflate_threads(inflate_threads)
         self._pending = b""
         if aborted_transactions:
             self.add_aborted_transactions(aborted_transactions)
@@ -709,22 +739,29 @@ class ReadCommittedFilter:
         lso = self.last_stable_offset if self._committed else None
         limit = (1 << 63) if lso is None else lso
         consumed = 0
+        ahead = None
+        if self._threads:
+            spans = _compressed_spans(it._view, it._end)
+            if len(spans) >= 2:
+                ahead = _compression.InflateAhead(it._view, spans, self._max, threads=self._threads)
         try:
             for batch in it:
                 if batch.base_offset >= limit:
                     break  # beyond the last stable offset: kept pending until the LSO moves
-                self._process(batch, out, limit, pairs)
+                self._process(batch, out, limit, pairs, ahead)
                 if batch.last_offset >= limit:
                     break  # straddles the LSO: records below it are out, the batch stays pending
                 consumed = batch.position + batch.size_in_bytes
         finally:
+            if ahead is not None:
+                ahead.close()
             self._pending = bytes(it._view[consumed:])
         out.valid_bytes = consumed
         out.trailing_bytes = it._end - consumed
         out.next_offset = self.next_offset
         return out
 
-    def _process(self, batch, out, limit, pairs):
+    def _process(self, batch, out, limit, pairs, ahead=None):
         """Kafka's consumer rules for one batch.  Records below the next offset to fetch are skipped (a
         fetch that starts inside a batch, or a batch fed again), as Kafka's consumer does."""
         last = batch.last_offset
@@ -741,10 +778,10 @@ class ReadCommittedFilter:
                 return
         if not batch.is_control:  # control records are never returned
             if pairs is None:
-                batch._decode_into(out, floor, limit)
+                batch._decode_into(out, floor, limit, ahead)
             else:
                 recs = []
-                batch._decode_into(recs, floor, limit)
+                batch._decode_into(recs, floor, limit, ahead)
                 pairs.extend((r, batch) for r in recs)
         self._advance(min(last + 1, limit))
 
@@ -762,6 +799,7 @@ def decode_records(
     fetch_offset=None,
     verify_crc: bool = True,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    inflate_threads: int = 0,
 ) -> RecordList:
     """All visible data records of all batches in ``data``, as Kafka's consumer would return them.
 
@@ -777,6 +815,7 @@ def decode_records(
         fetch_offset=fetch_offset,
         verify_crc=verify_crc,
         max_decompressed_size=max_decompressed_size,
+        inflate_threads=inflate_threads,
     )
     return f.feed(data)
 
@@ -813,6 +852,7 @@ def decode_arrow(
     large_binary: bool = False,
     binary_view: bool = False,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    inflate_threads: int = 0,
 ):
     """The visible records of ``data`` as one ``pyarrow.RecordBatch`` (see the compiled codec's docs)."""
     f = ReadCommittedFilter(
@@ -822,6 +862,7 @@ def decode_arrow(
         fetch_offset=fetch_offset,
         verify_crc=verify_crc,
         max_decompressed_size=max_decompressed_size,
+        inflate_threads=inflate_threads,
     )
     return f.feed_arrow(data, columns=columns, large_binary=large_binary, binary_view=binary_view)
 

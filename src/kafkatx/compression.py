@@ -206,18 +206,19 @@ class _Sink:
     ``close(n)`` the result (its first ``n`` bytes).  Reusing: the thread's buffer, handed back as a
     read-only memoryview; otherwise a fresh ``bytes``."""
 
-    __slots__ = ("reuse", "buf")
+    __slots__ = ("reuse", "buf", "home")
 
-    def __init__(self, reuse: bool):
+    def __init__(self, reuse: bool, home=None):
         self.reuse = reuse
         self.buf = None
+        self.home = _scratch if home is None else home  # what keeps the reusable buffer (its ``buf``)
 
     def open(self, bound: int) -> memoryview:
-        buf = getattr(_scratch, "buf", None) if self.reuse else None
+        buf = getattr(self.home, "buf", None) if self.reuse else None
         if buf is None or len(buf) < bound:
             buf = bytearray(max(bound, 1))
             if self.reuse and bound <= SCRATCH_KEEP_MAX:
-                _scratch.buf = buf  # (a view of the old one someone still holds stays valid)
+                self.home.buf = buf  # (a view of the old one someone still holds stays valid)
         self.buf = buf
         return memoryview(buf)
 
@@ -551,6 +552,121 @@ def decompress_view(cid: int, data, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZ
     the same thread: lz4 and zstd payloads come back as a read-only memoryview of the thread's reusable
     buffer (valid until the thread's next call), other codecs as ``bytes``."""
     return _decompress(cid, data, max_size, magic, _Sink(True))
+
+
+# ------------------------------------------------------------------------------------- inflate ahead
+MAX_INFLATE_THREADS = 64
+
+
+def check_inflate_threads(n) -> int:
+    """``inflate_threads`` of the decoders: an int from 0 (inflate on the decoding thread) to 64."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_INFLATE_THREADS:
+        raise ValueError(f"inflate_threads must be an int from 0 to {MAX_INFLATE_THREADS}, got {n!r}")
+    return n
+
+
+class _Slot:
+    __slots__ = ("buf",)
+
+    def __init__(self):
+        self.buf = None
+
+
+class InflateAhead:
+    """Inflates the compressed payloads of one decode call on background threads, ahead of the decoder.
+
+    ``spans`` are the ``(start, end, codec id)`` of the v2 payloads in ``view``, in the order the decoder
+    meets them; ``threads`` workers take them in that order, at most ``depth`` ahead of the batch the
+    decoder holds, so memory stays bounded whatever the input.  The decoder asks with :meth:`take` and
+    gets exactly what :func:`decompress` (``keep``) or :func:`decompress_view` would have given it, or the
+    error they would have raised -- raised only when the decoder reaches that batch, so errors come in
+    the order of the log, as without the threads.  Without ``keep`` a payload lives in one of ``depth``
+    reusable buffers and is valid until the decoder's next :meth:`take`.  The inflation itself (libzstd,
+    liblz4, zlib, snappy) runs without the GIL; Python work between payloads takes it briefly.
+
+    :meth:`close` (always called, also on error) stops and joins the workers; the decode call that made
+    the object returns only after that, so nothing reads ``view`` once the call is over.
+    """
+
+    def __init__(self, view, spans, max_size: int, *, threads: int = 1, keep: bool = False, depth: int = 0):
+        self._view = view
+        self._spans = spans
+        self._max = max_size
+        self._keep = keep
+        self._depth = max(depth, threads + 3)  # (the decoder's batch, one queued per worker, and slack)
+        self._slots = [_Slot() for _ in range(self._depth)]
+        self._cond = threading.Condition()
+        self._results: dict = {}  # span index -> (payload, error)
+        self._claimed = 0  # the next span a worker takes
+        self._current = -1  # the span the decoder holds
+        self._next = 0  # the first span the decoder may still ask for
+        self._closed = False
+        self._threads = []
+        for _ in range(threads):
+            t = threading.Thread(target=self._work, name="kafkatx-inflate", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _work(self):
+        spans, cond = self._spans, self._cond
+        n = len(spans)
+        while True:
+            with cond:
+                while not self._closed and self._claimed < n and self._claimed >= self._current + self._depth:
+                    cond.wait()
+                j = self._claimed
+                if self._closed or j >= n:
+                    return
+                self._claimed = j + 1
+            start, end, cid = spans[j]
+            try:
+                sink = _Sink(not self._keep, self._slots[j % self._depth])
+                result = (_decompress(cid, self._view[start:end], self._max, 2, sink), None)
+            except Exception as exc:  # handed to the decoder, which raises it at this batch
+                result = (None, exc.with_traceback(None))
+            with cond:
+                if j >= self._current:  # (the decoder has not gone past it)
+                    self._results[j] = result
+                    cond.notify_all()
+
+    def take(self, start: int):
+        """The inflated payload that starts at byte ``start`` of the view (raising its error, if it had
+        one); None if no span starts there (the caller inflates it itself).  Spans before ``start`` that
+        were not asked for (skipped batches) are dropped."""
+        spans = self._spans
+        j = self._next
+        while j < len(spans) and spans[j][0] < start:
+            j += 1
+        if j == len(spans) or spans[j][0] != start:
+            self._next = j
+            return None
+        self._next = j + 1
+        cond = self._cond
+        with cond:
+            if self._current < j - 1:
+                for k in [k for k in self._results if k < j]:
+                    del self._results[k]
+                if self._claimed < j:
+                    self._claimed = j  # nobody inflates the skipped ones any more
+            self._current = j
+            cond.notify_all()
+            while j not in self._results:
+                if not self._threads:  # pragma: no cover - threads=0 is never constructed
+                    return None
+                cond.wait()
+            payload, exc = self._results.pop(j)
+        if exc is not None:
+            raise exc
+        return payload
+
+    def close(self):
+        with self._cond:
+            self._closed = True
+            self._results.clear()
+            self._cond.notify_all()
+        for t in self._threads:
+            t.join()
+        self._threads = []
 
 
 def _decompress(cid: int, data, max_size: int, magic: int, sink: _Sink):

@@ -802,7 +802,8 @@ class LogRead:
     * ``warnings``: strings (index entries not trusted, ...).
     """
 
-    def __init__(self, partition, start, upper, isolation, fmt, columns, aborted, chunk_bytes, large_binary):
+    def __init__(self, partition, start, upper, isolation, fmt, columns, aborted, chunk_bytes, large_binary,
+                 inflate_threads=0):
         self.partition = partition
         self.start_offset = start
         self.upper_bound = upper
@@ -817,6 +818,7 @@ class LogRead:
         self.high_watermark = partition.high_watermark
         self._chunk = chunk_bytes
         self._large = large_binary
+        self._threads = inflate_threads
         self._queue: list = []  # arrow reads: (segment, start, end) byte ranges waiting to be decoded
         self._queued = 0
         self._gen = self._run()
@@ -855,7 +857,7 @@ class LogRead:
         # before it decodes it, in offset order, so nothing is returned from a damaged batch.
         filt = codec.ReadCommittedFilter(
             pairs, isolation="read_committed", last_stable_offset=upper, fetch_offset=start,
-            verify_crc=p.verify_crc,
+            verify_crc=p.verify_crc, inflate_threads=self._threads,
         )
         first = True
         segs = list(self._segments())
@@ -1201,6 +1203,7 @@ class Partition:
         aborted_source: str = "auto",
         chunk_bytes: int | None = DEFAULT_CHUNK_BYTES,
         large_binary: bool = False,
+        inflate_threads: int = 0,
     ) -> LogRead:
         """Read ``[start_offset, end_offset)`` as a consumer with ``isolation`` would see it.
 
@@ -1209,7 +1212,8 @@ class Partition:
         return for the fetch (data, control and aborted batches alike, up to the same upper bound; filter
         them with ``read.aborted_transactions``); ``"arrow"`` yields ``pyarrow.RecordBatch`` objects (one
         per ``chunk_bytes`` of log bytes, whole batches, spanning segments; empty ones skipped)
-        with ``columns`` as in :func:`kafkatx.decode_arrow`.
+        with ``columns`` as in :func:`kafkatx.decode_arrow`.  ``inflate_threads``: as in
+        :func:`kafkatx.decode_records` (compressed segments: payloads inflated ahead on that many threads).
 
         Under ``read_committed`` nothing at or beyond the last stable offset is returned and aborted
         transactions are hidden; under ``read_uncommitted`` the bound is the high watermark.
@@ -1226,6 +1230,7 @@ class Partition:
             raise ValueError(f"chunk_bytes must be positive, got {chunk_bytes}")
         if columns is not None and format != "arrow":
             raise ValueError("columns only applies to format='arrow'")
+        self.codec.ReadCommittedFilter(inflate_threads=inflate_threads)  # (checks the value)
         log_start = self.log_start_offset
         leo = self.log_end_offset
         start = log_start if start_offset is None else int(start_offset)
@@ -1239,7 +1244,8 @@ class Partition:
         aborted = []
         if isolation == "read_committed" and start < upper:
             aborted = self.aborted_transactions(start, upper, source=aborted_source)
-        return LogRead(self, start, max(upper, start), isolation, format, columns, aborted, chunk_bytes, large_binary)
+        return LogRead(self, start, max(upper, start), isolation, format, columns, aborted, chunk_bytes, large_binary,
+                       inflate_threads)
 
     def read_table(self, start_offset: int | None = None, end_offset: int | None = None, **kwargs):
         """:meth:`read` with ``format="arrow"`` gathered into one ``pyarrow.Table``.

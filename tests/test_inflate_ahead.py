@@ -1,0 +1,221 @@
+"""``inflate_threads``: compressed payloads inflated on background threads, ahead of the decoder.
+
+Whatever the threads do, a decode must give what the single-threaded one gives -- the same records and
+columns, the same error (type, message, position) at the same batch, in log order -- and leave no thread
+behind, on both backends.  (The read_committed model test also draws ``inflate_threads`` for its
+generated logs; the log reader passes it through.)
+"""
+
+from __future__ import annotations
+
+import gc
+import struct
+import threading
+
+import pytest
+
+import kafkatx
+from kafkatx import compression
+from kafkatx.errors import CrcMismatchError, DecompressedSizeError, DecompressionError
+
+CODECS = ("gzip", "snappy", "lz4", "zstd")
+THREADS = (1, 2, 3)
+
+
+def _batch(codec, base, n, compression_name, seed=0):
+    b = codec.BatchBuilder(base_offset=base, producer_id=7, producer_epoch=0, base_sequence=base,
+                           compression=compression_name)  # fmt: skip
+    for i in range(n):
+        key = None if i % 11 == 0 else b"k%d" % ((i * 7 + seed) % 97)
+        value = b"value %d of batch %d " % (i, base) * (1 + (i + seed) % 5)
+        headers = (("h", b"%d" % i), ("none", None)) if i % 4 == 0 else ()
+        b.append(value, key=key, timestamp=1_700_000_000_000 + base + i, headers=headers)
+    return bytes(b.build())
+
+
+def _log(codec, batches=24, records=120, seed=0):
+    """A log whose batches cycle through the four codecs (and an uncompressed one every fifth)."""
+    parts, offset = [], 0
+    for i in range(batches):
+        name = "none" if i % 5 == 4 else CODECS[(i + seed) % len(CODECS)]
+        parts.append(_batch(codec, offset, records, name, seed))
+        offset += records
+    return b"".join(parts)
+
+
+def _positions(log):
+    out, pos = [], 0
+    while pos < len(log):
+        out.append(pos)
+        pos += 12 + struct.unpack_from(">i", log, pos + 8)[0]
+    return out
+
+
+def _rows(records):
+    return [(r.offset, r.timestamp, r.key, r.value, r.headers, r.sequence) for r in records]
+
+
+def _no_inflate_threads():
+    return [t.name for t in threading.enumerate() if t.name == "kafkatx-inflate"]
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_same_records_and_columns_as_inflating_inline(codec, threads):
+    log = _log(codec)
+    want = codec.decode_records(log)
+    assert len(want) == 24 * 120
+    got = codec.decode_records(log, inflate_threads=threads)
+    assert _rows(got) == _rows(want)
+    assert (got.valid_bytes, got.trailing_bytes, got.next_offset) == (len(log), 0, 24 * 120)
+    assert codec.decode_arrow(log, inflate_threads=threads).equals(codec.decode_arrow(log))
+    # a truncated tail, a fetch offset inside a batch and an LSO inside another
+    cut = log[: len(log) - 1000]
+    kw = dict(isolation="read_committed", fetch_offset=130, last_stable_offset=2000)
+    a = codec.decode_records(cut, **kw)
+    b = codec.decode_records(cut, inflate_threads=threads, **kw)
+    assert _rows(a) == _rows(b) and a[0].offset == 130 and a[-1].offset == 1999
+    assert (a.valid_bytes, a.trailing_bytes, a.next_offset) == (b.valid_bytes, b.trailing_bytes, b.next_offset)
+    assert _no_inflate_threads() == []
+
+
+def test_aborted_batches_are_skipped_and_the_rest_still_matches(codec):
+    # every other producer's transaction aborted: the worker inflates batches the decoder then skips
+    parts, offset, aborted = [], 0, []
+    for i in range(16):
+        pid = 100 + i % 2
+        b = codec.BatchBuilder(base_offset=offset, producer_id=pid, producer_epoch=0, base_sequence=offset,
+                               transactional=True, compression=CODECS[i % 4])  # fmt: skip
+        for j in range(50):
+            b.append(b"v%d-%d" % (i, j) * 10, key=b"k")
+        parts.append(bytes(b.build()))
+        if i % 2:
+            aborted.append((pid, offset))
+        offset += 50
+    log = b"".join(parts)
+    kw = dict(isolation="read_committed", aborted_transactions=aborted)
+    want = codec.decode_records(log, **kw)
+    assert len(want) == 8 * 50
+    for threads in THREADS:
+        assert _rows(codec.decode_records(log, inflate_threads=threads, **kw)) == _rows(want)
+        assert codec.decode_arrow(log, inflate_threads=threads, **kw).equals(codec.decode_arrow(log, **kw))
+
+
+def test_a_filter_fed_in_pieces(codec):
+    log = _log(codec, batches=12)
+    want = codec.decode_records(log)
+    for threads in THREADS:
+        f = codec.ReadCommittedFilter(isolation="read_uncommitted", inflate_threads=threads)
+        got = []
+        for a in range(0, len(log), 7001):
+            got += f.feed(log[a : a + 7001])
+        assert _rows(got) == _rows(want) and f.pending_bytes == 0
+
+
+def _corrupt_payload(log, pos):
+    """The batch at ``pos`` with its compressed payload overwritten by garbage and a matching CRC: only the
+    decompressor can tell."""
+    b = bytearray(log)
+    size = 12 + struct.unpack_from(">i", b, pos + 8)[0]
+    for i in range(pos + 61 + 8, pos + size):
+        b[i] = (i * 131 + 7) & 0xFF
+    struct.pack_into(">I", b, pos + 17, kafkatx.crc32c(bytes(b[pos + 21 : pos + size])))
+    return bytes(b)
+
+
+def _stale_crc(log, pos):
+    b = bytearray(log)
+    b[pos + 70] ^= 0x40
+    return bytes(b)
+
+
+def _error(codec, fn, data, **kw):
+    with pytest.raises(kafkatx.KafkaTxError) as info:
+        fn(codec)(data, **kw)
+    e = info.value
+    return type(e), str(e), e.position, e.base_offset
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("fn", [lambda c: c.decode_records, lambda c: c.decode_arrow], ids=["records", "arrow"])
+def test_errors_are_the_same_and_come_in_log_order(codec, threads, fn):
+    log = _log(codec, batches=10)
+    pos = _positions(log)
+    assert [log[p + 22] & 7 for p in pos[:4]] == [1, 2, 3, 4]  # gzip, snappy, lz4, zstd
+    cases = [
+        _corrupt_payload(log, pos[3]),  # a zstd payload that does not inflate
+        _corrupt_payload(log, pos[2]),  # an lz4 one
+        _corrupt_payload(_corrupt_payload(log, pos[6]), pos[8]),  # two: the first one counts
+        _corrupt_payload(_stale_crc(log, pos[2]), pos[6]),  # a CRC mismatch before a bad payload
+        _stale_crc(_corrupt_payload(log, pos[2]), pos[6]),  # a bad payload before a CRC mismatch
+    ]
+    kinds = [DecompressionError, DecompressionError, DecompressionError, CrcMismatchError, DecompressionError]
+    for data, kind in zip(cases, kinds):
+        want = _error(codec, fn, data)
+        assert issubclass(want[0], kind)
+        assert _error(codec, fn, data, inflate_threads=threads) == want
+    # the inflation limit
+    want = _error(codec, fn, log, max_decompressed_size=2000)
+    assert want[0] is DecompressedSizeError and want[2] == pos[0] + 61
+    assert _error(codec, fn, log, max_decompressed_size=2000, inflate_threads=threads) == want
+    assert _no_inflate_threads() == []
+
+
+@pytest.mark.parametrize("bad", [-1, 65, 1.5, True, "2", None])
+def test_inflate_threads_must_be_a_small_int(codec, bad):
+    with pytest.raises(ValueError, match="inflate_threads"):
+        codec.decode_records(b"", inflate_threads=bad)
+    with pytest.raises(ValueError, match="inflate_threads"):
+        codec.ReadCommittedFilter(inflate_threads=bad)
+
+
+def test_binary_views_outlive_the_ring_buffers(codec):
+    # views point into the inflated payloads: with threads those must be payloads of their own, not the
+    # ring's reusable buffers, which the next decode overwrites
+    log = _log(codec, batches=16)
+    want = codec.decode_arrow(log)
+    got = codec.decode_arrow(bytearray(log), binary_view=True, inflate_threads=2)
+    codec.decode_records(_log(codec, batches=16, seed=3), inflate_threads=2)  # other payloads, same slots
+    codec.decode_arrow(_log(codec, batches=16, seed=5), inflate_threads=1)
+    gc.collect()
+    assert got.column("value").to_pylist() == want.column("value").to_pylist()
+    assert got.column("key").to_pylist() == want.column("key").to_pylist()
+
+
+def test_the_lookahead_is_bounded():
+    codec = kafkatx
+    parts = [_batch(codec, i * 100, 100, "zstd") for i in range(20)]
+    log = b"".join(parts)
+    pos = _positions(log)
+    spans = [(p + 61, p + len(b), 4) for p, b in zip(pos, parts)]
+    depth = 5
+    ahead = compression.InflateAhead(memoryview(log), spans, 1 << 20, threads=2, depth=depth)
+    try:
+        first = bytes(ahead.take(spans[0][0]))
+        assert first == compression.decompress(4, log[spans[0][0] : spans[0][1]])
+        with ahead._cond:  # the workers stop `depth` spans past the one the decoder holds
+            assert ahead._cond.wait_for(lambda: ahead._claimed == depth and len(ahead._results) == depth - 1, 120)
+            assert ahead._claimed == depth
+        third = bytes(ahead.take(spans[3][0]))  # 1 and 2 skipped: dropped, and the window moves on
+        assert third == compression.decompress(4, log[spans[3][0] : spans[3][1]])
+        with ahead._cond:
+            assert ahead._cond.wait_for(lambda: ahead._claimed == 3 + depth, 120)
+            assert set(ahead._results) <= set(range(4, 3 + depth))
+        assert ahead.take(spans[3][0] + 1) is None  # no span starts there: the caller inflates it
+    finally:
+        ahead.close()
+    assert _no_inflate_threads() == []
+
+
+def test_reader_passes_it_through(tmp_path):
+    from kafkatx.log import generate, open_partition
+
+    generate(tmp_path / "d", partitions=1, records=4000, compression="mixed", seed=2, segment_bytes=256 << 10,
+             workers=0)  # fmt: skip
+    part = open_partition(next(p for p in (tmp_path / "d").iterdir() if p.name.startswith("orders-")))
+    with part:
+        want = list(part.read())
+        got = list(part.read(inflate_threads=1))
+        assert _rows(got) == _rows(want) and len(want) > 1000
+        assert part.read_table(inflate_threads=2).equals(part.read_table())
+        with pytest.raises(ValueError, match="inflate_threads"):
+            part.read(inflate_threads=-1)

@@ -1278,25 +1278,37 @@ cdef class ReadCommittedFilter:
         return 0
 
 
+cdef inline Py_ssize_t _complete_entry(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end) noexcept:
+    """Size of the entry at ``pos`` if all of it is in ``buf[:end]`` (its length field checked), else 0."""
+    cdef int32_t length
+    if end - pos < RECORD_BATCH_OVERHEAD:
+        return 0
+    length = kx_load_be_i32(buf + pos + LENGTH_OFFSET)
+    if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or end - pos < <Py_ssize_t>length + LOG_OVERHEAD:
+        return 0
+    return <Py_ssize_t>length + LOG_OVERHEAD
+
+
+cdef inline bint _data_with_records(const uint8_t *p) noexcept:
+    """The entry at ``p`` is a v2 data (not control) batch that declares records."""
+    return p[MAGIC_OFFSET] == 2 and kx_load_be_i32(p + RECORDS_COUNT_OFFSET) > 0 \
+        and not (kx_load_be_i16(p + ATTRIBUTES_OFFSET) & CONTROL_FLAG_MASK)
+
+
 cdef list _compressed_spans(const uint8_t *buf, Py_ssize_t end):
     """(payload start, end, codec id) of the complete compressed v2 data batches with records in ``buf``,
     in order (what compression.InflateAhead inflates; anything malformed ends the list, and the decoder
     meets it by itself)."""
     cdef list spans = []
-    cdef Py_ssize_t pos = 0, size
-    cdef int32_t length
-    cdef int16_t attributes
-    while end - pos >= RECORD_BATCH_OVERHEAD:
-        length = kx_load_be_i32(buf + pos + LENGTH_OFFSET)
-        if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or end - pos < <Py_ssize_t>length + LOG_OVERHEAD:
-            break
-        size = <Py_ssize_t>length + LOG_OVERHEAD
-        if buf[pos + MAGIC_OFFSET] == 2:
-            attributes = kx_load_be_i16(buf + pos + ATTRIBUTES_OFFSET)
-            if (attributes & COMPRESSION_CODEC_MASK) and not (attributes & CONTROL_FLAG_MASK) \
-                    and kx_load_be_i32(buf + pos + RECORDS_COUNT_OFFSET) > 0:
-                spans.append((pos + RECORD_BATCH_OVERHEAD, pos + size, attributes & COMPRESSION_CODEC_MASK))
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t size = _complete_entry(buf, 0, end)
+    cdef int cid
+    while size:
+        cid = kx_load_be_i16(buf + pos + ATTRIBUTES_OFFSET) & COMPRESSION_CODEC_MASK
+        if cid and _data_with_records(buf + pos):
+            spans.append((pos + RECORD_BATCH_OVERHEAD, pos + size, cid))
         pos += size
+        size = _complete_entry(buf, pos, end)
     return spans
 
 
@@ -1307,24 +1319,18 @@ cdef enum:
 cdef void _presize_count(const uint8_t *buf, Py_ssize_t end, Py_ssize_t *rows, Py_ssize_t *payload) noexcept:
     """Add up what the columns need for the v2 batches in ``buf``: rows from the batch headers, bounded by
     the bytes (so a forged count reserves nothing); the bytes also bound the keys and values."""
-    cdef Py_ssize_t pos = 0, size
-    cdef int32_t length, count
-    cdef int16_t attributes
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t size = _complete_entry(buf, 0, end)
     cdef Py_ssize_t inflated
-    while end - pos >= RECORD_BATCH_OVERHEAD:
-        length = kx_load_be_i32(buf + pos + LENGTH_OFFSET)
-        if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or end - pos < <Py_ssize_t>length + LOG_OVERHEAD:
-            break
-        size = <Py_ssize_t>length + LOG_OVERHEAD
-        if buf[pos + MAGIC_OFFSET] == 2:
-            count = kx_load_be_i32(buf + pos + RECORDS_COUNT_OFFSET)
-            attributes = kx_load_be_i16(buf + pos + ATTRIBUTES_OFFSET)
-            if count > 0 and not (attributes & CONTROL_FLAG_MASK):
-                # a compressed payload is guessed at PRESIZE_RATIO times its size (more grows the buffers)
-                inflated = (size - RECORD_BATCH_OVERHEAD) * (PRESIZE_RATIO if attributes & COMPRESSION_CODEC_MASK else 1)
-                rows[0] += min(<Py_ssize_t>count, inflated // MIN_RECORD_SIZE)
-                payload[0] += inflated
+    while size:
+        if _data_with_records(buf + pos):
+            # a compressed payload is guessed at PRESIZE_RATIO times its size (more grows the buffers)
+            inflated = (size - RECORD_BATCH_OVERHEAD) * (
+                PRESIZE_RATIO if kx_load_be_i16(buf + pos + ATTRIBUTES_OFFSET) & COMPRESSION_CODEC_MASK else 1)
+            rows[0] += min(<Py_ssize_t>kx_load_be_i32(buf + pos + RECORDS_COUNT_OFFSET), inflated // MIN_RECORD_SIZE)
+            payload[0] += inflated
         pos += size
+        size = _complete_entry(buf, pos, end)
 
 
 def decode_records(data, *, isolation="read_uncommitted", aborted_transactions=None, last_stable_offset=None,

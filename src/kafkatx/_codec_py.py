@@ -31,10 +31,14 @@ from ._consts import (
     CONTROL_FLAG_MASK,
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     DELETE_HORIZON_FLAG_MASK,
+    ATTRIBUTES_OFFSET,
     INT32_MAX,
+    LENGTH_OFFSET,
     LOG_OVERHEAD,
+    MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
+    RECORDS_COUNT_OFFSET,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
 )
@@ -632,13 +636,13 @@ def _compressed_spans(view, end: int) -> list:
     spans = []
     pos = 0
     while end - pos >= RECORD_BATCH_OVERHEAD:
-        (length,) = _BE_I32.unpack_from(view, pos + 8)
+        (length,) = _BE_I32.unpack_from(view, pos + LENGTH_OFFSET)
         if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or end - pos < length + LOG_OVERHEAD:
             break
         size = length + LOG_OVERHEAD
-        if view[pos + 16] == 2:
-            (attributes,) = _BE_I16.unpack_from(view, pos + 21)
-            (count,) = _BE_I32.unpack_from(view, pos + 57)
+        if view[pos + MAGIC_OFFSET] == 2:
+            (attributes,) = _BE_I16.unpack_from(view, pos + ATTRIBUTES_OFFSET)
+            (count,) = _BE_I32.unpack_from(view, pos + RECORDS_COUNT_OFFSET)
             if attributes & COMPRESSION_CODEC_MASK and not attributes & CONTROL_FLAG_MASK and count > 0:
                 spans.append((pos + RECORD_BATCH_OVERHEAD, pos + size, attributes & COMPRESSION_CODEC_MASK))
         pos += size

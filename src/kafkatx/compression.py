@@ -601,6 +601,7 @@ class InflateAhead:
         self._current = -1  # the span the decoder holds
         self._next = 0  # the first span the decoder may still ask for
         self._closed = False
+        self._running = threads  # workers not yet returned (a decoder never waits on none)
         self._threads = []
         for _ in range(threads):
             t = threading.Thread(target=self._work, name="kafkatx-inflate", daemon=True)
@@ -608,6 +609,14 @@ class InflateAhead:
             self._threads.append(t)
 
     def _work(self):
+        try:
+            self._inflate_spans()
+        finally:
+            with self._cond:
+                self._running -= 1
+                self._cond.notify_all()
+
+    def _inflate_spans(self):
         spans, cond = self._spans, self._cond
         n = len(spans)
         while True:
@@ -651,8 +660,8 @@ class InflateAhead:
             self._current = j
             cond.notify_all()
             while j not in self._results:
-                if not self._threads:  # pragma: no cover - threads=0 is never constructed
-                    return None
+                if not self._running:  # pragma: no cover - workers end only at close or past the last span
+                    return None  # (the caller inflates it itself)
                 cond.wait()
             payload, exc = self._results.pop(j)
         if exc is not None:

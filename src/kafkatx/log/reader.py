@@ -105,6 +105,7 @@ import threading
 from bisect import bisect_left, bisect_right
 from typing import NamedTuple
 
+from ..compression import check_inflate_threads
 from ..errors import CorruptRecordError, KafkaTxError
 from ..producer_state import read_snapshot
 from ..txnindex import AbortedTxn, collect_aborted_across_segments, read_txnindex
@@ -1230,7 +1231,7 @@ class Partition:
             raise ValueError(f"chunk_bytes must be positive, got {chunk_bytes}")
         if columns is not None and format != "arrow":
             raise ValueError("columns only applies to format='arrow'")
-        self.codec.ReadCommittedFilter(inflate_threads=inflate_threads)  # (checks the value)
+        check_inflate_threads(inflate_threads)
         log_start = self.log_start_offset
         leo = self.log_end_offset
         start = log_start if start_offset is None else int(start_offset)

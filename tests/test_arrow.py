@@ -1247,6 +1247,49 @@ def test_column_memory_is_recycled_only_when_no_array_uses_it():
         cy.buffer_cache_limit(old)
 
 
+def test_decode_after_decode_reuses_every_large_buffer():
+    """Compiled codec: decoding the same input again, the previous result gone, writes every large column
+    buffer into recycled memory, the offsets columns (which start with a small buffer holding their leading
+    0) included, and the cache does not grow from call to call (it used to keep one more idle offsets
+    buffer per binary column on every call while each call faulted in fresh ones)."""
+    cy = load_backend("cython")
+    old = cy.buffer_cache_limit(256 << 20)
+    try:
+        cy.buffer_cache_limit(0)  # start empty
+        cy.buffer_cache_limit(256 << 20)
+        b = cy.BatchBuilder(base_offset=0)  # 300k rows: int32 offsets of 1.2 MB, above the 1 MiB threshold
+        for i in range(300_000):
+            b.append(b"v%d" % i, key=None if i % 7 == 0 else b"k%d" % i, timestamp=1_700_000_000_000 + i,
+                     headers=(("h", b"x"),) if i % 3 == 0 else ())
+        log = b.build()
+
+        def large_buffers(rb):
+            return {(name, j): buf.address for name, col in zip(rb.schema.names, rb.columns)
+                    for j, buf in enumerate(col.buffers()) if buf is not None and buf.size >= 1 << 20}  # fmt: skip
+
+        first = cy.decode_arrow(log)  # (sizes the cache: what it leaves idle depends on what was there)
+        expected = first.to_pylist()
+        del first
+        gc.collect()
+        second = cy.decode_arrow(log)
+        seen = large_buffers(second)
+        assert {("key", 1), ("value", 1), ("headers", 1), ("offset", 1)} <= set(seen)
+        busy = cy.buffer_cache_bytes()
+        del second
+        gc.collect()
+        idle = cy.buffer_cache_bytes()
+        for _ in range(3):
+            again = cy.decode_arrow(log)
+            assert cy.buffer_cache_bytes() == busy  # nothing more left idle than the call before
+            assert large_buffers(again) == seen  # the same memory, column by column
+            del again
+            gc.collect()
+            assert cy.buffer_cache_bytes() == idle
+        assert cy.decode_arrow(log).to_pylist() == expected
+    finally:
+        cy.buffer_cache_limit(old)
+
+
 def test_buffer_cache_limit_contract(codec):
     old = codec.buffer_cache_limit()
     try:

@@ -43,6 +43,20 @@ cdef int g_reserve(Grow *g, Py_ssize_t extra) except -1 nogil:
 
 cdef int _g_grow(Grow *g, Py_ssize_t cap) except -1:
     cdef object b
+    if g.buf != NULL and g.cap < RECYCLE_MIN and cap >= RECYCLE_MIN:
+        # A buffer that starts small (an offsets column holds its leading 0 before the input is sized)
+        # and now grows to a cacheable size: move it into an idle buffer rather than resize it into fresh
+        # memory, or every decode would fault in new pages for it and leave one more idle buffer behind.
+        b = _recycled(cap)
+        if b is not None:
+            if g.len:
+                memcpy(<void *><Py_ssize_t>b.address, g.data, g.len)
+            Py_XDECREF(g.buf)  # (the small buffer goes back to the pool)
+            Py_INCREF(b)
+            g.buf = <PyObject *>b
+            g.data = <uint8_t *><Py_ssize_t>b.address
+            g.cap = b.size
+            return 0
     if g.buf == NULL:
         b = _recycled(cap)
         if b is None:
@@ -433,12 +447,18 @@ cdef object _take(Grow *g):
             b.resize(n, shrink_to_fit=True)
             g_release(g)
             return b.slice(0, n)
-        small = _pa.allocate_buffer(n)
+        small = _recycled(n, 4 * n) if n >= RECYCLE_MIN else None  # (idle memory first, as for any column)
+        if small is None:
+            small = _pa.allocate_buffer(n)
         if n:
             memcpy(<void *><Py_ssize_t>small.address, g.data, n)
         g_release(g)
         _recycle(b)
-        return small
+        if small.size < RECYCLE_MIN:
+            return small
+        lease = _Lease.__new__(_Lease)
+        lease.buf = small
+        return _pa.foreign_buffer(<Py_ssize_t>small.address, n, base=lease)
     g_release(g)
     if b.size < RECYCLE_MIN:
         return b.slice(0, n)
@@ -472,15 +492,16 @@ cdef class _Lease:
         self.buf = None
 
 
-cdef object _recycled(Py_ssize_t cap):
-    """The smallest idle buffer of at least ``cap`` bytes, taken out of the cache; None if there is none."""
+cdef object _recycled(Py_ssize_t cap, Py_ssize_t most=-1):
+    """The smallest idle buffer of at least ``cap`` bytes (and at most ``most`` unless -1), taken out of the
+    cache; None if there is none."""
     global _recycle_bytes
     cdef Py_ssize_t i, size, best = -1, best_size = 0
     if cap < RECYCLE_MIN:
         return None
     for i in range(len(_recycle_free)):
         size = _recycle_free[i].size
-        if size >= cap and (best < 0 or size < best_size):
+        if size >= cap and (most < 0 or size <= most) and (best < 0 or size < best_size):
             best = i
             best_size = size
     if best < 0:

@@ -1290,6 +1290,32 @@ def test_decode_after_decode_reuses_every_large_buffer():
         cy.buffer_cache_limit(old)
 
 
+def test_recycled_memory_of_a_shrunk_column_can_grow_in_the_next_decode():
+    """Compiled codec: a column that used under a quarter of its buffer is copied into a smaller one, which
+    goes to the cache when dropped; a later decode may take that buffer for a column that then has to grow."""
+    cy = load_backend("cython")
+    old = cy.buffer_cache_limit(256 << 20)
+    try:
+        cy.buffer_cache_limit(0)  # start empty
+        cy.buffer_cache_limit(256 << 20)
+        a = cy.BatchBuilder(base_offset=0)  # headers make up most of the record bytes: values are shrunk
+        for i in range(20_000):
+            a.append(b"%0100d" % i, key=None, timestamp=1_700_000_000_000, headers=(("h", b"x" * 1000),))
+        first = cy.decode_arrow(a.build())
+        assert first.column("value")[7].as_py() == b"%0100d" % 7
+        del first
+        gc.collect()
+        assert cy.buffer_cache_bytes() > 0
+        b = cy.BatchBuilder(base_offset=0)  # keys larger than the quarter of the record bytes first sized for
+        for i in range(20_000):
+            b.append(b"v", key=b"%0200d" % i, timestamp=1_700_000_000_000)
+        second = cy.decode_arrow(b.build())
+        second.validate(full=True)
+        assert second.column("key")[19_999].as_py() == b"%0200d" % 19_999
+    finally:
+        cy.buffer_cache_limit(old)
+
+
 def test_buffer_cache_limit_contract(codec):
     old = codec.buffer_cache_limit()
     try:

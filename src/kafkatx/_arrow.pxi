@@ -449,7 +449,7 @@ cdef object _take(Grow *g):
             return b.slice(0, n)
         small = _recycled(n, 4 * n) if n >= RECYCLE_MIN else None  # (idle memory first, as for any column)
         if small is None:
-            small = _pa.allocate_buffer(n)
+            small = _pa.allocate_buffer(n, resizable=n >= RECYCLE_MIN)  # (the cache holds resizable ones)
         if n:
             memcpy(<void *><Py_ssize_t>small.address, g.data, n)
         g_release(g)

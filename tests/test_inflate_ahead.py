@@ -206,6 +206,37 @@ def test_the_lookahead_is_bounded():
     assert _no_inflate_threads() == []
 
 
+def test_a_waiting_decoder_inflates_what_no_worker_took():
+    """When no worker has taken the span the decoder needs, the decoder inflates it itself instead of
+    waiting, with the same result, or the same error at the same span, as a worker would give.  (Here the
+    workers cannot take anything: before the first take they stop ``depth`` spans before the ones asked for,
+    and then the test holds the lock; the Condition's lock is re-entrant, and a decoder that inflates never
+    waits on it.)"""
+    codec = kafkatx
+    parts = [_batch(codec, i * 100, 100, "zstd") for i in range(12)]
+    log = bytearray(b"".join(parts))
+    pos = _positions(bytes(log))
+    spans = [(p + 61, p + len(b), 4) for p, b in zip(pos, parts)]
+    log[spans[9][0] : spans[9][0] + 4] = b"\x00\x00\x00\x00"  # span 9: no zstd frame magic
+    ahead = compression.InflateAhead(memoryview(bytes(log)), spans, 1 << 20, threads=2, depth=5)
+    try:
+        with ahead._cond:
+            assert ahead._claimed <= 4  # spans 0..3 at most
+            for j in (7, 8):
+                got = bytes(ahead.take(spans[j][0]))
+                assert got == compression.decompress(4, log[spans[j][0] : spans[j][1]])
+            with pytest.raises(DecompressionError, match="bad frame magic"):
+                ahead.take(spans[9][0])
+            assert ahead.caller_inflated == 3
+            assert ahead._claimed == 10  # nothing further: the decoder inflates only what it waits on
+        for j in (10, 11):  # the workers go on from there
+            got = bytes(ahead.take(spans[j][0]))
+            assert got == compression.decompress(4, log[spans[j][0] : spans[j][1]])
+    finally:
+        ahead.close()
+    assert _no_inflate_threads() == []
+
+
 def test_reader_passes_it_through(tmp_path):
     from kafkatx.log import generate, open_partition
 

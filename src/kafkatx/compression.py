@@ -581,8 +581,10 @@ class InflateAhead:
     gets exactly what :func:`decompress` (``keep``) or :func:`decompress_view` would have given it, or the
     error they would have raised -- raised only when the decoder reaches that batch, so errors come in
     the order of the log, as without the threads.  Without ``keep`` a payload lives in one of ``depth``
-    reusable buffers and is valid until the decoder's next :meth:`take`.  The inflation itself (libzstd,
-    liblz4, zlib, snappy) runs without the GIL; Python work between payloads takes it briefly.
+    reusable buffers and is valid until the decoder's next :meth:`take`.  A decoder that would wait
+    inflates the next span no worker has taken instead (within the same bound), so with N workers N + 1
+    threads inflate whenever the decoder is ahead.  The inflation itself (libzstd, liblz4, zlib, snappy)
+    runs without the GIL; Python work between payloads takes it briefly.
 
     :meth:`close` (always called, also on error) stops and joins the workers; the decode call that made
     the object returns only after that, so nothing reads ``view`` once the call is over.
@@ -602,6 +604,7 @@ class InflateAhead:
         self._next = 0  # the first span the decoder may still ask for
         self._closed = False
         self._running = threads  # workers not yet returned (a decoder never waits on none)
+        self.caller_inflated = 0  # spans the decoder inflated itself while waiting (see take)
         self._threads = []
         for _ in range(threads):
             t = threading.Thread(target=self._work, name="kafkatx-inflate", daemon=True)
@@ -627,16 +630,20 @@ class InflateAhead:
                 if self._closed or j >= n:
                     return
                 self._claimed = j + 1
-            start, end, cid = spans[j]
-            try:
-                sink = _Sink(not self._keep, self._slots[j % self._depth])
-                result = (_decompress(cid, self._view[start:end], self._max, 2, sink), None)
-            except Exception as exc:  # handed to the decoder, which raises it at this batch
-                result = (None, exc.with_traceback(None))
+            result = self._inflate(j)
             with cond:
                 if j >= self._current:  # (the decoder has not gone past it)
                     self._results[j] = result
                     cond.notify_all()
+
+    def _inflate(self, j: int):
+        """``(payload, None)`` or ``(None, error)`` for span ``j``, into its ring slot (called unlocked)."""
+        start, end, cid = self._spans[j]
+        try:
+            sink = _Sink(not self._keep, self._slots[j % self._depth])
+            return (_decompress(cid, self._view[start:end], self._max, 2, sink), None)
+        except Exception as exc:  # handed to the decoder, which raises it at this batch
+            return (None, exc.with_traceback(None))
 
     def take(self, start: int):
         """The inflated payload that starts at byte ``start`` of the view (raising its error, if it had
@@ -662,6 +669,20 @@ class InflateAhead:
             while j not in self._results:
                 if not self._running:  # pragma: no cover - workers end only at close or past the last span
                     return None  # (the caller inflates it itself)
+                k = self._claimed
+                if k < len(spans) and k < j + self._depth:
+                    # rather than wait, inflate the next span no worker has taken (maybe this one): the
+                    # decoder's thread is idle whenever the workers are behind
+                    self._claimed = k + 1
+                    self.caller_inflated += 1
+                    cond.release()
+                    try:
+                        result = self._inflate(k)
+                    finally:
+                        cond.acquire()
+                    self._results[k] = result  # (k >= j: the decoder is not past it)
+                    cond.notify_all()
+                    continue
                 cond.wait()
             payload, exc = self._results.pop(j)
         if exc is not None:

@@ -209,9 +209,9 @@ def test_the_lookahead_is_bounded():
 def test_a_waiting_decoder_inflates_what_no_worker_took():
     """When no worker has taken the span the decoder needs, the decoder inflates it itself instead of
     waiting, with the same result, or the same error at the same span, as a worker would give.  (Here the
-    workers cannot take anything: before the first take they stop ``depth`` spans before the ones asked for,
-    and then the test holds the lock; the Condition's lock is re-entrant, and a decoder that inflates never
-    waits on it.)"""
+    workers cannot take anything: before the first take they stop within ``depth`` spans of the start, well
+    before the ones asked for, and then the test holds the lock; the Condition's lock is re-entrant, and a
+    decoder that inflates never waits on it.)"""
     codec = kafkatx
     parts = [_batch(codec, i * 100, 100, "zstd") for i in range(12)]
     log = bytearray(b"".join(parts))
@@ -220,8 +220,8 @@ def test_a_waiting_decoder_inflates_what_no_worker_took():
     log[spans[9][0] : spans[9][0] + 4] = b"\x00\x00\x00\x00"  # span 9: no zstd frame magic
     ahead = compression.InflateAhead(memoryview(bytes(log)), spans, 1 << 20, threads=2, depth=5)
     try:
-        with ahead._cond:
-            assert ahead._claimed <= 4  # spans 0..3 at most
+        with ahead._cond:  # spans 0..3 inflated (the window before the first take), then nothing
+            assert ahead._cond.wait_for(lambda: ahead._claimed == 4 and len(ahead._results) == 4, 120)
             for j in (7, 8):
                 got = bytes(ahead.take(spans[j][0]))
                 assert got == compression.decompress(4, log[spans[j][0] : spans[j][1]])
@@ -232,6 +232,41 @@ def test_a_waiting_decoder_inflates_what_no_worker_took():
         for j in (10, 11):  # the workers go on from there
             got = bytes(ahead.take(spans[j][0]))
             assert got == compression.decompress(4, log[spans[j][0] : spans[j][1]])
+    finally:
+        ahead.close()
+    assert _no_inflate_threads() == []
+
+
+def test_no_span_is_inflated_into_a_slot_still_being_written():
+    """A span whose batch the decoder skipped may still be inflating into its ring slot when the decoder
+    asks for a later span sharing that slot: neither a worker nor the decoder may take the later one until
+    the slot is free (both writing one buffer would hand the decoder the other's bytes).  The test marks a
+    slot as being written, as such a worker would leave it, and frees it later from another thread."""
+    codec = kafkatx
+    parts = [_batch(codec, i * 100, 100, "zstd") for i in range(12)]
+    log = b"".join(parts)
+    pos = _positions(log)
+    spans = [(p + 61, p + len(b), 4) for p, b in zip(pos, parts)]
+    depth = 4
+    ahead = compression.InflateAhead(memoryview(log), spans, 1 << 20, threads=1, depth=depth)
+    seen = []
+
+    def free_slot():
+        with ahead._cond:
+            seen.append((ahead._claimed, 6 in ahead._results))
+            ahead._inflight.discard(6 % depth)
+            ahead._cond.notify_all()
+
+    try:
+        with ahead._cond:  # spans 0..2 inflated (the window before the first take), then nothing
+            assert ahead._cond.wait_for(lambda: ahead._claimed == depth - 1 and len(ahead._results) == 3, 120)
+            ahead._inflight.add(6 % depth)  # as if span 2 (skipped below) were still being inflated
+        timer = threading.Timer(0.3, free_slot)
+        timer.start()
+        got = bytes(ahead.take(spans[6][0]))  # 0..5 skipped
+        timer.join()
+        assert seen == [(6, False)]  # nobody took span 6 while its slot was busy
+        assert got == compression.decompress(4, log[spans[6][0] : spans[6][1]])
     finally:
         ahead.close()
     assert _no_inflate_threads() == []

@@ -597,6 +597,9 @@ class InflateAhead:
         self._keep = keep
         self._depth = max(depth, threads + 3)  # (the decoder's batch, one queued per worker, and slack)
         self._slots = [_Slot() for _ in range(self._depth)]
+        # slots being written: a span is taken only when its slot is free, since one whose batch the
+        # decoder skipped may still be inflating into the slot that a later span shares
+        self._inflight: set = set()
         self._cond = threading.Condition()
         self._results: dict = {}  # span index -> (payload, error)
         self._claimed = 0  # the next span a worker takes
@@ -624,17 +627,23 @@ class InflateAhead:
         n = len(spans)
         while True:
             with cond:
-                while not self._closed and self._claimed < n and self._claimed >= self._current + self._depth:
+                while not self._closed and self._claimed < n and not self._may_take(self._claimed, self._current):
                     cond.wait()
                 j = self._claimed
                 if self._closed or j >= n:
                     return
                 self._claimed = j + 1
+                self._inflight.add(j % self._depth)
             result = self._inflate(j)
             with cond:
+                self._inflight.discard(j % self._depth)
                 if j >= self._current:  # (the decoder has not gone past it)
                     self._results[j] = result
-                    cond.notify_all()
+                cond.notify_all()
+
+    def _may_take(self, k: int, current: int) -> bool:
+        """Span ``k`` may be inflated now: within ``depth`` of the decoder's span, its slot free (locked)."""
+        return k < current + self._depth and k % self._depth not in self._inflight
 
     def _inflate(self, j: int):
         """``(payload, None)`` or ``(None, error)`` for span ``j``, into its ring slot (called unlocked)."""
@@ -670,16 +679,18 @@ class InflateAhead:
                 if not self._running:  # pragma: no cover - workers end only at close or past the last span
                     return None  # (the caller inflates it itself)
                 k = self._claimed
-                if k < len(spans) and k < j + self._depth:
+                if k < len(spans) and self._may_take(k, j):
                     # rather than wait, inflate the next span no worker has taken (maybe this one): the
                     # decoder's thread is idle whenever the workers are behind
                     self._claimed = k + 1
+                    self._inflight.add(k % self._depth)
                     self.caller_inflated += 1
                     cond.release()
                     try:
                         result = self._inflate(k)
                     finally:
                         cond.acquire()
+                        self._inflight.discard(k % self._depth)
                     self._results[k] = result  # (k >= j: the decoder is not past it)
                     cond.notify_all()
                     continue

@@ -55,6 +55,13 @@ def _rows(records):
     return [(r.offset, r.timestamp, r.key, r.value, r.headers, r.sequence) for r in records]
 
 
+def _zstd_spans(n):
+    """A log of ``n`` zstd batches and the ``(start, end, codec id)`` spans of their payloads."""
+    parts = [_batch(kafkatx, i * 100, 100, "zstd") for i in range(n)]
+    log = b"".join(parts)
+    return log, [(p + 61, p + len(b), 4) for p, b in zip(_positions(log), parts)]
+
+
 def _no_inflate_threads():
     return [t.name for t in threading.enumerate() if t.name == "kafkatx-inflate"]
 
@@ -182,11 +189,7 @@ def test_binary_views_outlive_the_ring_buffers(codec):
 
 
 def test_the_lookahead_is_bounded():
-    codec = kafkatx
-    parts = [_batch(codec, i * 100, 100, "zstd") for i in range(20)]
-    log = b"".join(parts)
-    pos = _positions(log)
-    spans = [(p + 61, p + len(b), 4) for p, b in zip(pos, parts)]
+    log, spans = _zstd_spans(20)
     depth = 5
     ahead = compression.InflateAhead(memoryview(log), spans, 1 << 20, threads=2, depth=depth)
     try:
@@ -212,11 +215,8 @@ def test_a_waiting_decoder_inflates_what_no_worker_took():
     workers cannot take anything: before the first take they stop within ``depth`` spans of the start, well
     before the ones asked for, and then the test holds the lock; the Condition's lock is re-entrant, and a
     decoder that inflates never waits on it.)"""
-    codec = kafkatx
-    parts = [_batch(codec, i * 100, 100, "zstd") for i in range(12)]
-    log = bytearray(b"".join(parts))
-    pos = _positions(bytes(log))
-    spans = [(p + 61, p + len(b), 4) for p, b in zip(pos, parts)]
+    log, spans = _zstd_spans(12)
+    log = bytearray(log)
     log[spans[9][0] : spans[9][0] + 4] = b"\x00\x00\x00\x00"  # span 9: no zstd frame magic
     ahead = compression.InflateAhead(memoryview(bytes(log)), spans, 1 << 20, threads=2, depth=5)
     try:
@@ -242,11 +242,7 @@ def test_no_span_is_inflated_into_a_slot_still_being_written():
     asks for a later span sharing that slot: neither a worker nor the decoder may take the later one until
     the slot is free (both writing one buffer would hand the decoder the other's bytes).  The test marks a
     slot as being written, as such a worker would leave it, and frees it later from another thread."""
-    codec = kafkatx
-    parts = [_batch(codec, i * 100, 100, "zstd") for i in range(12)]
-    log = b"".join(parts)
-    pos = _positions(log)
-    spans = [(p + 61, p + len(b), 4) for p, b in zip(pos, parts)]
+    log, spans = _zstd_spans(12)
     depth = 4
     ahead = compression.InflateAhead(memoryview(log), spans, 1 << 20, threads=1, depth=depth)
     seen = []

@@ -259,3 +259,56 @@ def test_timestamp_limits_before_and_after_and_no_timestamp(tmp_path):
             b.append(b"no timestamp", timestamp=-1)
             w.append(b.build())
             assert w.log_end_offset == 5
+
+
+def _stamped(n, ts, base_offset=0):
+    """An uncompressed client batch of ``n`` records, all with timestamp ``ts`` (-1: none)."""
+    b = BatchBuilder(base_offset=base_offset)
+    for i in range(n):
+        b.append(b"v%d" % i, timestamp=ts)
+    return b.build()
+
+
+def test_time_based_roll_by_batch_timestamps(tmp_path):
+    """LogSegment.shouldRoll: with ``log.roll.ms`` the active segment rolls once the incoming batch's max
+    timestamp is more than ``segment.ms`` past the max timestamp of the segment's first batch (strictly
+    more; the clock plays no part while the batches carry timestamps)."""
+    t = 1_700_000_000_000
+    with PartitionWriter(tmp_path / "t-0", segment_ms=1000, clock=lambda: t + 10**9) as w:
+        w.append(_stamped(2, t))
+        w.append(_stamped(1, t + 1000))  # waited 1000, not more
+        assert w.segments == [0]
+        w.append(_stamped(1, t + 1001))
+        assert w.segments == [0, 3]
+        w.append(_stamped(1, t + 1500))  # the new segment counts from its own first batch
+        assert w.segments == [0, 3]
+    with PartitionWriter(tmp_path / "u-0", clock=lambda: t, message_timestamp_after_max_ms=None) as w:  # off by default
+        w.append(_stamped(1, t))
+        w.append(_stamped(1, t + 10**9))
+        assert w.segments == [0]
+
+
+def test_time_based_roll_without_timestamps_uses_the_segment_age(tmp_path):
+    """LogSegment.timeWaitedForRoll: when the segment's first batch has no timestamp (-1), the wait is
+    measured by the clock since the segment object was created -- at a roll, or when the log was loaded."""
+    now = [5_000]
+    clock = lambda: now[0]  # noqa: E731
+    path = tmp_path / "t-0"
+    with PartitionWriter(path, segment_ms=1000, clock=clock, message_timestamp_after_max_ms=None) as w:
+        w.append(_stamped(2, -1))
+        now[0] = 6_000  # 1000 since creation: not more
+        w.append(_stamped(1, -1))
+        assert w.segments == [0]
+        now[0] = 6_001
+        w.append(_stamped(1, -1))
+        assert w.segments == [0, 3]
+        now[0] = 6_500
+        w.append(_stamped(1, -1))
+        assert w.segments == [0, 3]
+    now[0] = 20_000  # reopened: the loaded segment's age starts again (Kafka's LogSegment.created)
+    with PartitionWriter(path, segment_ms=1000, clock=clock, message_timestamp_after_max_ms=None) as w:
+        w.append(_stamped(1, -1))
+        assert w.segments == [0, 3]
+        now[0] = 21_001
+        w.append(_stamped(1, -1))
+        assert w.segments == [0, 3, 6]

@@ -239,9 +239,9 @@ class _Segment:
     """The active segment: its log descriptor, its writable indexes and LogSegment's counters."""
 
     __slots__ = ("base_offset", "dir", "log_path", "fd", "size", "index", "timeindex", "txnindex", "max_ts",
-                 "offset_of_max_ts", "bytes_since_index", "rolling_ts")  # fmt: skip
+                 "offset_of_max_ts", "bytes_since_index", "rolling_ts", "created")  # fmt: skip
 
-    def __init__(self, directory, base_offset, max_index_size, size=0):
+    def __init__(self, directory, base_offset, max_index_size, size=0, created=0):
         self.base_offset = base_offset
         self.dir = directory
         self.log_path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
@@ -254,7 +254,8 @@ class _Segment:
         self.max_ts = -1  # TimestampOffset.UNKNOWN / an empty time index's last entry
         self.offset_of_max_ts = base_offset
         self.bytes_since_index = 0
-        self.rolling_ts = None
+        self.rolling_ts = None  # the max timestamp of the segment's first batch (LogSegment's rollingBasedTimestamp)
+        self.created = created  # clock() when this object was made: at a roll, or when the writer opened the log
 
     def path(self, suffix):
         return os.path.join(self.dir, segment_file_name(self.base_offset, suffix))
@@ -277,7 +278,8 @@ class PartitionWriter:
     ``segment_bytes`` / ``index_interval_bytes`` / ``max_index_size`` / ``max_message_bytes`` /
     ``segment_ms`` are Kafka's ``log.segment.bytes``, ``log.index.interval.bytes``,
     ``log.index.size.max.bytes``, ``message.max.bytes`` (None: no limit) and ``log.roll.ms`` (None: no
-    time-based roll, measured on batch timestamps as Kafka does).  ``leader_epoch`` is stamped into every
+    time-based roll; measured on batch timestamps as Kafka does, from the max timestamp of the segment's
+    first batch, or by ``clock()`` since the segment was created or loaded when that batch has none).  ``leader_epoch`` is stamped into every
     client batch and marker.  ``fsync=True`` makes every append durable before it returns (Kafka's
     ``flush.messages=1``); otherwise data reaches the operating system at every append (one write per
     batch, so a crash of the process loses nothing acknowledged) and the disk at :meth:`flush`,
@@ -741,14 +743,25 @@ class PartitionWriter:
             or seg.index.is_full()
             or seg.timeindex.is_full()
             or last_offset - seg.base_offset > INT32_MAX
-            or (self.segment_ms is not None and seg.rolling_ts is not None and seg.rolling_ts >= 0
-                and max_ts - seg.rolling_ts > self.segment_ms)
+            or (self.segment_ms is not None and self._waited_for_roll(seg, max_ts) > self.segment_ms)
         )  # fmt: skip
         if not roll:
             return seg
         # UnifiedLog.maybeRoll rolls at the incoming batch's first offset, LocalLog.roll at no less than the log end
         self._roll_at(max(first_offset, self._leo))
         return self._active
+
+    def _created_now(self) -> int:
+        """The creation time of a segment object being made (read only when a time-based roll may need it)."""
+        return self._clock() if self.segment_ms is not None else 0
+
+    def _waited_for_roll(self, seg, max_ts: int) -> int:
+        """LogSegment.timeWaitedForRoll: by the batches' timestamps, from the max timestamp of the segment's
+        first batch to ``max_ts`` (the incoming batch's); if that first batch has no timestamp (-1), by the
+        clock since the segment was created or loaded."""
+        if seg.rolling_ts is not None and seg.rolling_ts >= 0:
+            return max_ts - seg.rolling_ts
+        return max(self._clock() - seg.created, 0)
 
     def roll(self) -> int:
         """Start a new segment at the log end offset (no-op for an empty active segment); returns its base.
@@ -769,7 +782,7 @@ class PartitionWriter:
             os.fsync(old.fd)
         os.close(old.fd)
         old.fd = None
-        self._active = _Segment(self.path, base, self.max_index_size)
+        self._active = _Segment(self.path, base, self.max_index_size, created=self._created_now())
         self._segments.append([base, 0])
         self._psm.map_end_offset = base
         self._psm.take_snapshot(self.path, fsync=self.fsync)
@@ -878,7 +891,7 @@ class PartitionWriter:
                 os.remove(full)
                 deleted.append(full)
             self._segments = [[0, 0]]
-            self._active = _Segment(d, 0, self.max_index_size)
+            self._active = _Segment(d, 0, self.max_index_size, created=self._created_now())
             self._leo = 0
             if self._epochs:
                 self._epochs = []
@@ -982,7 +995,7 @@ class PartitionWriter:
             self._epochs = kept
             self._write_epochs()
         # open the last segment for appending; its indexes are rebuilt from the validated batches
-        seg = _Segment(d, last_base, self.max_index_size, size=sizes[last_base])
+        seg = _Segment(d, last_base, self.max_index_size, size=sizes[last_base], created=self._created_now())
         self._active = seg
         rebuilt += self._rebuild_active_indexes(seg, last_path)
         return RecoveryInfo(len(bases), truncated, valid, tuple(rebuilt), tuple(repaired), snap_offset, start,

@@ -475,9 +475,19 @@ def test_marker_for_unknown_producer_and_tv2_rule():
 
 def test_control_batches_via_append():
     m = ProducerStateManager()
-    # an empty control batch (transaction cleaned away) is ignored
+    # an empty control batch (transaction cleaned away) applies nothing, but an unknown producer gets an
+    # empty entry (Kafka: prepareUpdate starts from ProducerStateEntry.empty, and update adds it)
     empty = Batch(3, 0, -1, -1, 0, 0, 5, True, True, records_count=0)
-    assert m.append(empty) == AppendResult(False, 0, 0, 5, None) and 3 not in m.producers
+    assert m.append(empty) == AppendResult(False, 0, 0, 5, None)
+    e = m.producers[3]
+    assert (e.producer_epoch, e.coordinator_epoch, e.last_timestamp, e.current_txn_first_offset) == (-1, -1, -1, -1)
+    assert e.batch_metadata == () and m.map_end_offset == 1
+    assert m.append(empty._replace(base_offset=1, last_offset=1)).completed_txn is None  # and nothing else
+    assert m.producers[3].batch_metadata == ()
+    staged = ProducerStateManager()  # the same through prepare_update / update
+    info = staged.prepare_update(3, origin="replication")
+    assert info.append(empty) is None
+    assert staged.update(info) == [] and staged.producers[3].producer_epoch == -1 and staged.map_end_offset == 1
     # a control batch of another type (leader change) from a producer is not a marker
     raw = bytearray(encode_marker("abort", producer_id=3, producer_epoch=0, base_offset=1, timestamp=1))
     struct.pack_into(">h", raw, 61 + 7, 2)  # key type: LEADER_CHANGE
@@ -488,7 +498,7 @@ def test_control_batches_via_append():
         m.append(b)
     # batches without a producer id leave no state
     assert m.append(Batch(-1, -1, -1, -1, 2, 4, 9, False)) == AppendResult(False, 2, 4, 9, None)
-    assert len(m) == 0 and m.map_end_offset == 5
+    assert len(m) == 1 and m.map_end_offset == 5  # (producer 3's empty entry only)
 
 
 def test_replication_origin_skips_checks():

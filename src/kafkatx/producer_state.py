@@ -480,7 +480,10 @@ class ProducerAppendInfo:
             raise ValueError(f"batch of producer {batch.producer_id} given to the append info of {self.producer_id}")
         if batch.is_control:
             if batch.records_count == 0:
-                return None  # the whole transaction was cleaned away
+                # the whole transaction was cleaned away: nothing to apply, but (as Kafka's update of this
+                # append info does) an unknown producer gets an entry with no epoch and no batches
+                self._last_offset = batch.last_offset
+                return None
             ctype, coord_epoch, ts = _marker_fields(batch)
             return self.append_end_txn_marker(ctype, coord_epoch, batch.producer_epoch, batch.base_offset, ts)
         return self.append_data_batch(batch.producer_epoch, batch.base_sequence, batch.last_sequence,
@@ -665,7 +668,8 @@ class ProducerStateManager:
         """Apply one batch (a :class:`kafkatx.RecordBatch` or anything with its header attributes).
 
         Batches without a producer id (``producer_id < 0``) change nothing but the map end offset.
-        An empty control batch (count 0: the transaction was cleaned away) is ignored.  For a marker the
+        An empty control batch (count 0: the transaction was cleaned away) changes nothing but, for a
+        producer not seen before, adds an empty entry (epoch -1, no batches), as Kafka does.  For a marker the
         control type and coordinator epoch are read from the first control record.
         """
         _check_origin(origin)
@@ -677,6 +681,8 @@ class ProducerStateManager:
             return AppendResult(False, base, last, batch.max_timestamp, None)
         if batch.is_control:
             if batch.records_count == 0:
+                if pid not in self._producers:  # as Kafka: an entry with no epoch, no batches, no timestamp
+                    self._producers[pid] = ProducerStateEntry(pid)
                 self.map_end_offset = last + 1
                 return AppendResult(False, base, last, batch.max_timestamp, None)
             ctype, coord_epoch, ts = _marker_fields(batch)

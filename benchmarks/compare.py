@@ -610,38 +610,17 @@ def _(ctx):
     return _arrow_row(ctx, "decode_arrow", "decode to Arrow columns + CRC")
 
 
-@row("decode_arrow_lz4")
-def _(ctx):
-    return _arrow_row(ctx, "decode_arrow_lz4", "decode to Arrow columns + CRC, lz4", codec="lz4")
+def _compressed_arrow_factory(key: str, codec: str, threads: int):
+    name = f"decode to Arrow columns + CRC, {codec}" + (f", inflate_threads={threads}" if threads else "")
+    kwargs = {"inflate_threads": threads} if threads else {}
+    return lambda ctx: _arrow_row(ctx, key, name, codec=codec, **kwargs)
 
 
-@row("decode_arrow_zstd")
-def _(ctx):
-    return _arrow_row(ctx, "decode_arrow_zstd", "decode to Arrow columns + CRC, zstd", codec="zstd")
-
-
-@row("decode_arrow_lz4_ahead")
-def _(ctx):
-    return _arrow_row(ctx, "decode_arrow_lz4_ahead", "decode to Arrow columns + CRC, lz4, inflate_threads=1",
-                      codec="lz4", inflate_threads=1)
-
-
-@row("decode_arrow_zstd_ahead")
-def _(ctx):
-    return _arrow_row(ctx, "decode_arrow_zstd_ahead", "decode to Arrow columns + CRC, zstd, inflate_threads=1",
-                      codec="zstd", inflate_threads=1)
-
-
-@row("decode_arrow_lz4_ahead2")
-def _(ctx):
-    return _arrow_row(ctx, "decode_arrow_lz4_ahead2", "decode to Arrow columns + CRC, lz4, inflate_threads=2",
-                      codec="lz4", inflate_threads=2)
-
-
-@row("decode_arrow_zstd_ahead2")
-def _(ctx):
-    return _arrow_row(ctx, "decode_arrow_zstd_ahead2", "decode to Arrow columns + CRC, zstd, inflate_threads=2",
-                      codec="zstd", inflate_threads=2)
+# decode_arrow_<codec> (inflating inline), then with inflate_threads=1 (_ahead) and =2 (_ahead2)
+for _suffix, _threads in (("", 0), ("_ahead", 1), ("_ahead2", 2)):
+    for _codec in ("lz4", "zstd"):
+        _key = f"decode_arrow_{_codec}{_suffix}"
+        row(_key)(_compressed_arrow_factory(_key, _codec, _threads))
 
 
 @row("decode_arrow_view")

@@ -254,8 +254,8 @@ class _Segment:
         self.max_ts = -1  # TimestampOffset.UNKNOWN / an empty time index's last entry
         self.offset_of_max_ts = base_offset
         self.bytes_since_index = 0
-        self.rolling_ts = None  # the max timestamp of the segment's first batch (LogSegment's rollingBasedTimestamp)
-        self.created = created  # clock() when this object was made: at a roll, or when the writer opened the log
+        self.rolling_ts = None  # max timestamp of the first batch (LogSegment.rollingBasedTimestamp)
+        self.created = created  # clock() when made: at a roll, or when the writer opened the log
 
     def path(self, suffix):
         return os.path.join(self.dir, segment_file_name(self.base_offset, suffix))
@@ -279,8 +279,8 @@ class PartitionWriter:
     ``segment_ms`` are Kafka's ``log.segment.bytes``, ``log.index.interval.bytes``,
     ``log.index.size.max.bytes``, ``message.max.bytes`` (None: no limit) and ``log.roll.ms`` (None: no
     time-based roll; measured on batch timestamps as Kafka does, from the max timestamp of the segment's
-    first batch, or by ``clock()`` since the segment was created or loaded when that batch has none).  ``leader_epoch`` is stamped into every
-    client batch and marker.  ``fsync=True`` makes every append durable before it returns (Kafka's
+    first batch, or by ``clock()`` since the segment was created or loaded when that batch has none).
+    ``leader_epoch`` is stamped into every client batch and marker.  ``fsync=True`` makes every append durable before it returns (Kafka's
     ``flush.messages=1``); otherwise data reaches the operating system at every append (one write per
     batch, so a crash of the process loses nothing acknowledged) and the disk at :meth:`flush`,
     :meth:`close` and -- for the segment being rolled -- never by itself.  ``codec`` picks the codec

@@ -436,6 +436,39 @@ def test_read_ahead_stops_with_an_abandoned_read(built, codec, monkeypatch):
     assert not [t for t in threading.enumerate() if t.name == "kafkatx-log-prefetch"]
 
 
+def test_a_one_piece_read_starts_its_read_ahead_before_the_first_decode(built, codec, monkeypatch):
+    """``chunk_bytes=None`` (``read_table``): the read-ahead thread starts in ``read()`` itself, so pages are
+    mapped in while the aborted transactions are collected; a read closed or dropped before it is iterated
+    leaves no thread behind, and the records are those of a chunked read."""
+    import gc
+    import threading
+
+    from kafkatx.log import reader
+
+    monkeypatch.setattr(reader, "PREFETCH_MIN_BYTES", 0)
+
+    def prefetchers():
+        return [t for t in threading.enumerate() if t.name == "kafkatx-log-prefetch"]
+
+    p = open_partition(built.dir, codec=codec)
+    try:
+        r = p.read(format="arrow", chunk_bytes=None)
+        if codec.BACKEND == "cython":  # (the twin cannot populate pages: its thread ends by itself)
+            assert len(prefetchers()) == 1  # started, not yet iterated
+        r.close()
+        assert not prefetchers()
+        r = p.read(format="arrow", chunk_bytes=None)
+        del r
+        gc.collect()
+        assert not prefetchers()
+        whole = p.read_table()
+        chunked = p.read_table(chunk_bytes=64)
+        assert whole.num_rows == chunked.num_rows > 0 and whole.equals(chunked)
+        assert not prefetchers()
+    finally:
+        p.close()
+
+
 def test_close_unmaps_in_the_background(built, codec):
     """``close`` hands the maps over; wait_for_release returns once every one is unmapped.  A partition
     read again after closing maps its segments afresh.  A segment holds no descriptor but its map's."""

@@ -718,8 +718,9 @@ class _Prefetcher:
 
     STEP = 16 << 20  # bytes per populate call: the GIL is taken back between calls
 
-    def __init__(self, codec, segments, upper: int = _MAX_OFFSET):
+    def __init__(self, codec, segments, upper: int = _MAX_OFFSET, lead: int = PREFETCH_LEAD):
         self._populate = getattr(codec, "populate_many", None)
+        self._max_lead = lead  # PREFETCH_LEAD, or more for a read decoded in one piece
         self._cond = threading.Condition()
         self._queue: list = []  # (mmap, start, end)
         self._queued = 0
@@ -742,7 +743,7 @@ class _Prefetcher:
             self._lead = 0
         else:
             self._lead -= segs[i].size  # (queued in full as a later segment)
-        while self._ahead < len(segs) and self._lead < PREFETCH_LEAD:
+        while self._ahead < len(segs) and self._lead < self._max_lead:
             seg = segs[self._ahead]
             self.add(seg, 0, seg.prefetch_end(self._upper) if self._ahead == last else len(seg.mmap))
             self._lead += seg.size
@@ -804,7 +805,7 @@ class LogRead:
     """
 
     def __init__(self, partition, start, upper, isolation, fmt, columns, aborted, chunk_bytes, large_binary,
-                 inflate_threads=0):
+                 inflate_threads=0, prefetch=None):
         self.partition = partition
         self.start_offset = start
         self.upper_bound = upper
@@ -822,6 +823,7 @@ class LogRead:
         self._threads = inflate_threads
         self._queue: list = []  # arrow reads: (segment, start, end) byte ranges waiting to be decoded
         self._queued = 0
+        self._prefetch = prefetch  # (started by Partition.read for a read decoded in one piece)
         self._gen = self._run()
 
     def __iter__(self):
@@ -832,8 +834,20 @@ class LogRead:
 
     def close(self):
         self._gen.close()
+        if self._prefetch is not None:  # (a read closed before it started)
+            self._prefetch.close()
+
+    def __del__(self):
+        if getattr(self, "_prefetch", None) is not None:
+            self._prefetch.close()
 
     # -- the read
+    @staticmethod
+    def _mapped(segs):
+        for seg in segs:  # mapped now: mmap() waits while the read-ahead thread populates another map
+            seg.mmap  # noqa: B018
+        return segs
+
     def _segments(self):
         p = self.partition
         segs = p.segments
@@ -862,10 +876,8 @@ class LogRead:
         )
         first = True
         segs = list(self._segments())
-        if self.format != "batches":
-            for seg in segs:  # mapped now: mmap() waits while the read-ahead thread populates another map
-                seg.mmap  # noqa: B018
-        self._prefetch = _Prefetcher(codec, segs if self.format != "batches" else [], upper)
+        if self._prefetch is None:
+            self._prefetch = _Prefetcher(codec, self._mapped(segs) if self.format != "batches" else [], upper)
         try:
             yield from self._segments_loop(segs, filt, start, upper, first)
         finally:
@@ -1242,11 +1254,33 @@ class Partition:
         upper = self.last_stable_offset if isolation == "read_committed" else self.high_watermark
         if end_offset is not None:
             upper = min(upper, int(end_offset))
-        aborted = []
-        if isolation == "read_committed" and start < upper:
-            aborted = self.aborted_transactions(start, upper, source=aborted_source)
-        return LogRead(self, start, max(upper, start), isolation, format, columns, aborted, chunk_bytes, large_binary,
-                       inflate_threads)
+        upper = max(upper, start)
+        prefetch = None
+        if format != "batches" and chunk_bytes is None and start < upper:
+            # decoded in one piece: map the pages in on the read-ahead thread while the aborted transactions
+            # are collected (a replay of batch headers when .txnindex files are missing), as far as it gets
+            prefetch = self._early_prefetch(start, upper)
+        try:
+            aborted = []
+            if isolation == "read_committed" and start < upper:
+                aborted = self.aborted_transactions(start, upper, source=aborted_source)
+        except BaseException:
+            if prefetch is not None:
+                prefetch.close()
+            raise
+        return LogRead(self, start, upper, isolation, format, columns, aborted, chunk_bytes, large_binary,
+                       inflate_threads, prefetch)
+
+    def _early_prefetch(self, start: int, upper: int):
+        bases = [s.base_offset for s in self.segments]
+        i = max(bisect_right(bases, start) - 1, 0)
+        segs = [seg for seg in self.segments[i:] if seg.base_offset < upper]
+        if not segs:
+            return None
+        pos0 = segs[0].seek(start) if start > segs[0].base_offset else 0
+        pre = _Prefetcher(self.codec, LogRead._mapped(segs), upper, lead=1 << 62)
+        pre.reached(0, pos0)
+        return pre
 
     def read_table(self, start_offset: int | None = None, end_offset: int | None = None, **kwargs):
         """:meth:`read` with ``format="arrow"`` gathered into one ``pyarrow.Table``.

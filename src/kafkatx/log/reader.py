@@ -72,7 +72,9 @@ Memory maps
 Segments are memory-mapped read-only when first used.  A read of ``PREFETCH_MIN_BYTES`` or more (4 MiB)
 starts a read-ahead thread that maps the pages of the segments it will decode in ahead of the decoder
 (``MADV_POPULATE_READ``, without the GIL; up to ``PREFETCH_LEAD`` bytes of later segments): page faults
-on a mapped file otherwise cost about as much as decoding the bytes.  The thread ends with the read.
+on a mapped file otherwise cost about as much as decoding the bytes.  A read decoded in one piece
+(``chunk_bytes=None``, as ``read_table``) starts it in ``read()``, before the aborted transactions are
+collected, and lets it run over the whole read.  The thread ends with the read.
 Closing a partition hands its maps to a background thread that unmaps them (tearing down the page
 tables of a read segment costs about a quarter of reading it); :func:`wait_for_release` waits for that.
 
@@ -733,7 +735,8 @@ class _Prefetcher:
 
     def reached(self, i: int, pos0: int | None = 0):
         """Segment ``i`` is about to be read from ``pos0`` (None: from a position not known here, so it is
-        not queued): queue it unless it is, and the segments after it up to ``PREFETCH_LEAD`` bytes."""
+        not queued): queue it unless it is, and the segments after it up to the lead (``PREFETCH_LEAD`` bytes
+        unless given)."""
         segs, last = self._segs, len(self._segs) - 1
         if self._ahead <= i:
             if pos0 is not None:
@@ -848,16 +851,6 @@ class LogRead:
             seg.mmap  # noqa: B018
         return segs
 
-    def _segments(self):
-        p = self.partition
-        segs = p.segments
-        bases = [s.base_offset for s in segs]
-        i = max(bisect_right(bases, self.start_offset) - 1, 0)
-        for seg in segs[i:]:
-            if seg.base_offset >= self.upper_bound:
-                break
-            yield seg
-
     def _run(self):
         start, upper = self.start_offset, self.upper_bound
         if start >= upper:
@@ -875,7 +868,7 @@ class LogRead:
             verify_crc=p.verify_crc, inflate_threads=self._threads,
         )
         first = True
-        segs = list(self._segments())
+        segs = p._segments_between(start, upper)
         if self._prefetch is None:
             self._prefetch = _Prefetcher(codec, self._mapped(segs) if self.format != "batches" else [], upper)
         try:
@@ -1271,10 +1264,15 @@ class Partition:
         return LogRead(self, start, upper, isolation, format, columns, aborted, chunk_bytes, large_binary,
                        inflate_threads, prefetch)
 
-    def _early_prefetch(self, start: int, upper: int):
+    def _segments_between(self, start: int, upper: int) -> list:
+        """The segments a read of ``[start, upper)`` goes through: from the one holding ``start`` to the last
+        one starting below ``upper``."""
         bases = [s.base_offset for s in self.segments]
         i = max(bisect_right(bases, start) - 1, 0)
-        segs = [seg for seg in self.segments[i:] if seg.base_offset < upper]
+        return [seg for seg in self.segments[i:] if seg.base_offset < upper]
+
+    def _early_prefetch(self, start: int, upper: int):
+        segs = self._segments_between(start, upper)
         if not segs:
             return None
         pos0 = segs[0].seek(start) if start > segs[0].base_offset else 0

@@ -571,6 +571,96 @@ def test_non_transactional_batches_of_aborted_producer_are_delivered(codec):
     assert res.next_offset == 6
 
 
+def test_hundreds_of_producers_inside_aborted_transactions_at_once(codec):
+    """700 producers each open a transaction; their markers come in shuffled order, two in three ABORT,
+    and after its marker each producer commits a second transaction while the others' are still open; the
+    next producer in that order writes inside and outside its first transaction meanwhile.
+    The decoder's set of producers inside an aborted transaction grows to hundreds and shrinks to none in
+    arbitrary order; a producer left in it by mistake would hide its second transaction, one dropped by
+    mistake would show aborted records."""
+    import random
+
+    rng = random.Random(7)
+    pids = rng.sample(range(1, 1 << 40), 700)
+    parts, offset, first, aborted, visible = [], 0, {}, [], []
+    for pid in pids:
+        parts.append(data(codec, offset, 2, pid=pid, epoch=0, seq=0, txn=True))
+        first[pid] = offset
+        offset += 2
+    order = pids[:]
+    rng.shuffle(order)
+    for i, pid in enumerate(order):
+        if i % 3:
+            parts.append(marker("abort", pid, 0, offset))
+            aborted.append((pid, first[pid]))
+        else:
+            parts.append(marker("commit", pid, 0, offset))
+            visible += [first[pid], first[pid] + 1]
+        offset += 1
+        parts.append(data(codec, offset, pid=pid, epoch=0, seq=4, txn=True))  # its second transaction
+        visible.append(offset)
+        offset += 1
+        if i + 1 < len(order):  # the next producer writes in its first transaction again, and outside it
+            parts.append(data(codec, offset, pid=order[i + 1], epoch=0, seq=2, txn=True))
+            if (i + 1) % 3 == 0:  # (to be committed)
+                visible.append(offset)
+            parts.append(data(codec, offset + 1, pid=order[i + 1], epoch=0, seq=3, txn=False))
+            visible.append(offset + 1)
+            offset += 2
+    for pid in pids:
+        parts.append(marker("commit", pid, 0, offset))
+        offset += 1
+    rng.shuffle(aborted)
+    res = rc(codec, b"".join(parts), aborted)
+    assert offsets(res) == sorted(visible)
+    assert res.next_offset == offset
+
+
+def test_filter_touched_from_another_thread_while_it_decodes(codec):
+    """The compiled filter decodes without the GIL, aborted transactions and markers included (the twin
+    lets other threads run between its bytecodes).  Another thread adding aborted transactions meanwhile
+    gets a RuntimeError (the entries it would change are in use), never a crash; the decode's result is
+    unaffected."""
+    import threading
+
+    cy = codec
+    parts, offset, aborted = [], 0, []
+    for t in range(300):
+        pid = 1000 + t % 7
+        parts.append(data(cy, offset, 40, pid=pid, epoch=0, seq=0, txn=True))
+        parts.append(marker("abort" if t % 2 else "commit", pid, 0, offset + 40))
+        if t % 2:
+            aborted.append((pid, offset))
+        offset += 41
+    log = b"".join(parts)
+    want = cy.decode_arrow(log, isolation=RC, aborted_transactions=aborted)
+    assert want.num_rows == 150 * 40
+    f = cy.ReadCommittedFilter(aborted, isolation=RC)
+    refused, stop = [], threading.Event()
+
+    def add():
+        while not stop.is_set():
+            try:
+                f.add_aborted_transactions([(1 << 50, 0)])  # a producer not in the log
+            except RuntimeError as exc:
+                refused.append(exc)
+
+    thread = threading.Thread(target=add)
+    thread.start()
+    try:
+        got = [f.feed_arrow(log)]
+        for _ in range(500):  # (fed again: nothing new is returned, but the log is walked again)
+            if refused:
+                break
+            got.append(f.feed_arrow(log))
+    finally:
+        stop.set()
+        thread.join()
+    assert got[0].equals(want)
+    assert all(g.num_rows == 0 for g in got[1:])
+    assert refused and "another thread" in str(refused[0])
+
+
 @pytest.mark.parametrize("compression", ["gzip", "snappy", "lz4", "zstd"])
 def test_control_batch_in_a_compressed_batch(codec, compression):
     pid, epoch = 4242, 3  # the goldens' producer

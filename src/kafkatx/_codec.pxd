@@ -51,6 +51,14 @@ cdef extern from "record.h" nogil:
     int kx_rd_varlong(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int64_t *out, kx_rec_error *e)
     int kx_parse_record(const uint8_t *buf, Py_ssize_t *ppos, Py_ssize_t end, RecView *rv, kx_rec_error *e)
 
+cdef extern from "pidset.h" nogil:
+    ctypedef struct kx_pidset:
+        size_t n
+    void kx_pidset_free(kx_pidset *s)
+    int kx_pidset_has(const kx_pidset *s, int64_t pid)
+    int kx_pidset_add(kx_pidset *s, int64_t pid)
+    void kx_pidset_discard(kx_pidset *s, int64_t pid)
+
 cdef extern from "hton.h" nogil:
     int16_t kx_load_be_i16(const unsigned char *p)
     int32_t kx_load_be_i32(const unsigned char *p)

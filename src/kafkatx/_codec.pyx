@@ -20,7 +20,6 @@ from libc.string cimport memcpy
 from libc.stdlib cimport malloc, realloc, free
 
 import array
-import heapq
 import os
 import time
 
@@ -986,11 +985,17 @@ cdef class ReadCommittedFilter:
 
     Feed it the record bytes of one partition in order (consecutive Fetch responses, or a segment in
     arbitrary pieces); an incomplete batch at the end of a chunk is kept and completed by the next one.
+    One thread at a time: another thread feeding it or adding aborted transactions while it decodes gets a
+    RuntimeError.
     """
     cdef bint _committed
-    cdef list _heap
     cdef set _seen
-    cdef set _aborted_pids
+    # the aborted transactions not reached yet, by first offset: (first, pid) in [_pend_i, _pend_n)
+    cdef int64_t *_pend_first
+    cdef int64_t *_pend_pid
+    cdef Py_ssize_t _pend_i, _pend_n
+    cdef kx_pidset _aborted_pids  # producers inside an aborted transaction (C, so no GIL is needed)
+    cdef bint _busy  # decoding (maybe without the GIL): its state is not to be touched from another thread
     cdef public object last_stable_offset
     cdef int64_t _next          # the next offset to fetch (valid when _has_next)
     cdef bint _has_next
@@ -1003,9 +1008,7 @@ cdef class ReadCommittedFilter:
                  fetch_offset=None, bint verify_crc=True,
                  Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE, inflate_threads=0):
         self._committed = isolation_flag(isolation)
-        self._heap = []
         self._seen = set()
-        self._aborted_pids = set()
         self.last_stable_offset = last_stable_offset
         self.next_offset = fetch_offset
         self._verify = verify_crc
@@ -1017,16 +1020,64 @@ cdef class ReadCommittedFilter:
 
     def add_aborted_transactions(self, aborted_transactions):
         """Add ``(producer_id, first_offset)`` pairs, in any order (duplicates are ignored)."""
+        cdef list new = []
         if not self._committed:
             return  # under read_uncommitted the list is ignored, as Kafka's consumer does
-        for entry in aborted_transactions:
-            pid, first = int(entry[0]), int(entry[1])
-            if not (-(1 << 63) <= pid < (1 << 63) and -(1 << 63) <= first < (1 << 63)):
-                raise ValueError(f"aborted transaction {(pid, first)!r}: producer id and first offset are int64")
-            if (pid, first) in self._seen:
-                continue
-            self._seen.add((pid, first))
-            heapq.heappush(self._heap, (first, pid))
+        self._check_idle()
+        try:
+            for entry in aborted_transactions:
+                pid, first = int(entry[0]), int(entry[1])
+                if not (-(1 << 63) <= pid < (1 << 63) and -(1 << 63) <= first < (1 << 63)):
+                    raise ValueError(f"aborted transaction {(pid, first)!r}: producer id and first offset are int64")
+                if (pid, first) in self._seen:
+                    continue
+                self._seen.add((pid, first))
+                new.append((first, pid))
+        finally:  # (the pairs before a bad one are added, as they were seen)
+            if new:
+                self._pending_add(new)
+
+    cdef int _pending_add(self, list new) except -1:
+        """Merge ``new`` (first, pid) pairs into the entries not reached yet, kept sorted."""
+        cdef Py_ssize_t k, n
+        cdef int64_t *f
+        cdef int64_t *p
+        for k in range(self._pend_i, self._pend_n):
+            new.append((self._pend_first[k], self._pend_pid[k]))
+        new.sort()
+        n = len(new)
+        f = <int64_t *>malloc(max(n, 1) * sizeof(int64_t))
+        p = <int64_t *>malloc(max(n, 1) * sizeof(int64_t))
+        if f == NULL or p == NULL:
+            free(f)
+            free(p)
+            raise MemoryError()
+        for k in range(n):
+            f[k] = new[k][0]
+            p[k] = new[k][1]
+        free(self._pend_first)
+        free(self._pend_pid)
+        self._pend_first, self._pend_pid, self._pend_i, self._pend_n = f, p, 0, n
+        return 0
+
+    cdef int _check_idle(self) except -1:
+        if self._busy:
+            raise RuntimeError("this ReadCommittedFilter is decoding on another thread: a filter reads one "
+                               "partition's log in order, from one thread at a time")
+        return 0
+
+    def __dealloc__(self):
+        free(self._pend_first)
+        free(self._pend_pid)
+        kx_pidset_free(&self._aborted_pids)
+
+    cdef inline int _reach(self, int64_t last) noexcept nogil:
+        """The aborted transactions starting at or below ``last`` are entered; -1 if memory ran out."""
+        while self._pend_i < self._pend_n and self._pend_first[self._pend_i] <= last:
+            if kx_pidset_add(&self._aborted_pids, self._pend_pid[self._pend_i]):
+                return -1
+            self._pend_i += 1
+        return 0
 
     @property
     def next_offset(self):
@@ -1137,18 +1188,18 @@ cdef class ReadCommittedFilter:
         return self._next if self._has_next else INT64_MIN
 
     cdef int _run_columns(self, const uint8_t *buf, Py_ssize_t *ppos, Py_ssize_t end, _Columns cols,
-                          int64_t limit, int64_t heap_first, bint aborted_open,
-                          Py_ssize_t *consumed) except -1 nogil:
-        """The common case of :meth:`_run` for Arrow output, with no GIL: complete, uncompressed v2 batches
-        that need no aborted-transaction bookkeeping.  Stops and returns 2 at the first entry that needs
-        the full path (legacy, compressed, a control batch or an aborted transaction under read_committed,
-        anything malformed: the full path raises the error), 1 at the last stable offset, 0 at the end of
-        the complete batches.  ``heap_first``: the lowest first offset of the aborted transactions not yet
-        reached; ``aborted_open``: some aborted transaction is open."""
+                          int64_t limit, Py_ssize_t *consumed) except -1 nogil:
+        """The common case of :meth:`_run` for Arrow output, with no GIL: complete, uncompressed v2 batches,
+        with read_committed's bookkeeping (aborted transactions reached, markers read, aborted batches
+        skipped) done here too.  Stops and returns 2 at the first entry that needs the full path (legacy,
+        compressed, a marker that is not one well-formed control record, anything malformed: the full
+        path raises the error), 1 at the last stable offset, 0 at the end of the complete batches."""
         cdef Py_ssize_t pos = ppos[0]
         cdef Py_ssize_t left, size
         cdef int32_t length
         cdef int64_t last
+        cdef int16_t ctype
+        cdef bint skip
         cdef Header h
         while True:
             left = end - pos
@@ -1164,16 +1215,27 @@ cdef class ReadCommittedFilter:
             if (h.attributes & COMPRESSION_CODEC_MASK) or h.records_count < 0:
                 return 2
             last = h.base_offset + h.last_offset_delta
-            if self._committed and h.producer_id >= 0 and (
-                    (h.attributes & CONTROL_FLAG_MASK) or last >= heap_first
-                    or (aborted_open and (h.attributes & TRANSACTIONAL_FLAG_MASK))):
-                return 2
             if self._verify and kx_crc32c(0, buf + pos + ATTRIBUTES_OFFSET,
                                           <size_t>(size - ATTRIBUTES_OFFSET)) != h.crc:
                 return 2  # the full path raises CrcMismatchError
             if h.base_offset >= limit:
                 return 1
-            if not (h.attributes & CONTROL_FLAG_MASK) and h.records_count:
+            skip = False
+            if self._committed and h.producer_id >= 0:  # (as in _run_batches)
+                if h.attributes & CONTROL_FLAG_MASK:
+                    ctype = _control_type(buf + pos, size, size, &h, False)
+                    if ctype == CONTROL_UNKNOWN:
+                        return 2  # (not one well-formed control record: the full path decides)
+                    if self._reach(last):
+                        return 2
+                    if ctype == 0:
+                        kx_pidset_discard(&self._aborted_pids, h.producer_id)
+                else:
+                    if self._reach(last):
+                        return 2
+                    skip = (h.attributes & TRANSACTIONAL_FLAG_MASK) != 0 \
+                        and kx_pidset_has(&self._aborted_pids, h.producer_id)
+            if not skip and not (h.attributes & CONTROL_FLAG_MASK) and h.records_count:
                 if cols.views:
                     if cols.src_index < 0 or pos + size - cols.src_start > 2147483647:
                         return 2  # a new window of the caller's buffer (taken with the GIL)
@@ -1191,6 +1253,14 @@ cdef class ReadCommittedFilter:
         """Decode the complete batches of ``b``; a batch holding the last stable offset stays pending (its
         records below the LSO are returned now, the rest once the LSO moves).  With ``inflate_threads``,
         the compressed payloads are inflated ahead on that many threads (compression.InflateAhead)."""
+        self._check_idle()
+        self._busy = True
+        try:
+            return self._run_ahead(b, out, cols, consumed)
+        finally:
+            self._busy = False
+
+    cdef int _run_ahead(self, _Buffer b, object out, _Columns cols, Py_ssize_t *consumed) except -1:
         cdef list spans
         cdef object ahead = None
         if self._threads > 0:
@@ -1216,20 +1286,17 @@ cdef class ReadCommittedFilter:
         cdef int64_t last
         cdef RecordBatch legacy
         cdef int ctype
-        cdef int64_t heap_first
-        cdef bint aborted_open, aborted
+        cdef bint aborted
         cdef int rc
         if self._committed and self.last_stable_offset is not None:
             limit = self.last_stable_offset
         while True:
             if cols is not None:
-                heap_first = (<tuple>self._heap[0])[0] if self._heap else INT64_MAX
-                aborted_open = len(self._aborted_pids) > 0
                 if end - pos >= NOGIL_THRESHOLD:
                     with nogil:
-                        rc = self._run_columns(buf, &pos, end, cols, limit, heap_first, aborted_open, consumed)
+                        rc = self._run_columns(buf, &pos, end, cols, limit, consumed)
                 else:
-                    rc = self._run_columns(buf, &pos, end, cols, limit, heap_first, aborted_open, consumed)
+                    rc = self._run_columns(buf, &pos, end, cols, limit, consumed)
                 if rc != 2:
                     break
             if next_entry(buf, pos, end, &size):
@@ -1259,14 +1326,13 @@ cdef class ReadCommittedFilter:
                 break
             last = h.base_offset + h.last_offset_delta
             if self._committed and h.producer_id >= 0:
-                while self._heap and (<tuple>self._heap[0])[0] <= last:
-                    self._aborted_pids.add(heapq.heappop(self._heap)[1])
+                if self._reach(last):
+                    raise MemoryError()
                 if h.attributes & CONTROL_FLAG_MASK:
                     ctype = first_control_type(buf, pos, size, &h, self._max)
                     if ctype == 0:
-                        self._aborted_pids.discard(h.producer_id)
-                elif (h.attributes & TRANSACTIONAL_FLAG_MASK) and self._aborted_pids \
-                        and h.producer_id in self._aborted_pids:
+                        kx_pidset_discard(&self._aborted_pids, h.producer_id)
+                elif (h.attributes & TRANSACTIONAL_FLAG_MASK) and kx_pidset_has(&self._aborted_pids, h.producer_id):
                     aborted = True  # an aborted batch: none of its records, but the LSO rule below holds
             if not aborted and not (h.attributes & CONTROL_FLAG_MASK):
                 decode_v2_batch(buf, pos, size, &h, out, cols, self._floor(), limit, self._max, ahead)

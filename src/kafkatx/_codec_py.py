@@ -654,6 +654,8 @@ class ReadCommittedFilter:
 
     Feed it the record bytes of one partition in order (consecutive Fetch responses, or a segment in
     arbitrary pieces); an incomplete batch at the end of a chunk is kept and completed by the next one.
+    One thread at a time: another thread feeding it or adding aborted transactions while it decodes gets a
+    RuntimeError.
     """
 
     def __init__(
@@ -677,13 +679,20 @@ class ReadCommittedFilter:
         self._max = max_decompressed_size
         self._threads = _compression.check_inflate_threads(inflate_threads)
         self._pending = b""
+        self._busy = False  # decoding: another thread touching the filter gets a RuntimeError
         if aborted_transactions:
             self.add_aborted_transactions(aborted_transactions)
+
+    def _check_idle(self):
+        if self._busy:
+            raise RuntimeError("this ReadCommittedFilter is decoding on another thread: a filter reads one "
+                               "partition's log in order, from one thread at a time")
 
     def add_aborted_transactions(self, aborted_transactions) -> None:
         """Add ``(producer_id, first_offset)`` pairs, in any order (duplicates are ignored)."""
         if not self._committed:
             return  # under read_uncommitted the list is ignored, as Kafka's consumer does
+        self._check_idle()
         for entry in aborted_transactions:
             pid, first = int(entry[0]), int(entry[1])
             if not (-(1 << 63) <= pid < (1 << 63) and -(1 << 63) <= first < (1 << 63)):
@@ -736,6 +745,14 @@ class ReadCommittedFilter:
         return _to_arrow(pairs, schema, large_binary, total)
 
     def _feed(self, data, pairs):
+        self._check_idle()
+        self._busy = True
+        try:
+            return self._feed_idle(data, pairs)
+        finally:
+            self._busy = False
+
+    def _feed_idle(self, data, pairs):
         if self._pending:
             data = self._pending + bytes(data)
         out = RecordList()

@@ -623,19 +623,18 @@ def test_filter_touched_from_another_thread_while_it_decodes(codec):
     unaffected."""
     import threading
 
-    cy = codec
     parts, offset, aborted = [], 0, []
     for t in range(300):
         pid = 1000 + t % 7
-        parts.append(data(cy, offset, 40, pid=pid, epoch=0, seq=0, txn=True))
+        parts.append(data(codec, offset, 40, pid=pid, epoch=0, seq=0, txn=True))
         parts.append(marker("abort" if t % 2 else "commit", pid, 0, offset + 40))
         if t % 2:
             aborted.append((pid, offset))
         offset += 41
     log = b"".join(parts)
-    want = cy.decode_arrow(log, isolation=RC, aborted_transactions=aborted)
+    want = codec.decode_arrow(log, isolation=RC, aborted_transactions=aborted)
     assert want.num_rows == 150 * 40
-    f = cy.ReadCommittedFilter(aborted, isolation=RC)
+    f = codec.ReadCommittedFilter(aborted, isolation=RC)
     refused, stop = [], threading.Event()
 
     def add():

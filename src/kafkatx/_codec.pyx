@@ -1222,17 +1222,15 @@ cdef class ReadCommittedFilter:
                 return 1
             skip = False
             if self._committed and h.producer_id >= 0:  # (as in _run_batches)
+                if self._reach(last):
+                    return 2  # (out of memory: the full path raises)
                 if h.attributes & CONTROL_FLAG_MASK:
                     ctype = _control_type(buf + pos, size, size, &h, False)
                     if ctype == CONTROL_UNKNOWN:
                         return 2  # (not one well-formed control record: the full path decides)
-                    if self._reach(last):
-                        return 2
                     if ctype == 0:
                         kx_pidset_discard(&self._aborted_pids, h.producer_id)
                 else:
-                    if self._reach(last):
-                        return 2
                     skip = (h.attributes & TRANSACTIONAL_FLAG_MASK) != 0 \
                         and kx_pidset_has(&self._aborted_pids, h.producer_id)
             if not skip and not (h.attributes & CONTROL_FLAG_MASK) and h.records_count:

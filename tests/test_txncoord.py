@@ -14,6 +14,7 @@ from kafkatx.errors import (
     IllegalTransitionError,
     InvalidProducerEpochError,
     KafkaTxError,
+    OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
 from kafkatx.log import open_partition
@@ -204,6 +205,134 @@ def test_timeout_abort(env):
     assert coord.abort_timed_out(start + 10**6) == []
     with open_partition(path / "orders-0") as part:
         assert part.last_stable_offset == part.log_end_offset == 2
+
+
+# ------------------------------------------------------------------------------------------ KIP-360
+@pytest.mark.parametrize("tv", [0, 2])
+def test_init_producer_id_with_the_epoch_held_bumps_it_and_answers_a_retry(tmp_path, tv):
+    with TransactionCoordinator(tmp_path, transaction_version=tv, num_partitions=3, clock=Clock()) as coord:
+        pid, e = coord.init_producer_id("tx")
+        bumped = coord.init_producer_id("tx", producer_id=pid, producer_epoch=e)
+        assert bumped == (pid, e + 1)
+        assert coord.describe("tx").last_producer_epoch == e
+        n = len(state_records(coord, "tx"))
+        # the answer was lost and the request is sent again: the same epoch, no second bump (Kafka still
+        # writes the Empty transition again)
+        assert coord.init_producer_id("tx", producer_id=pid, producer_epoch=e) == (pid, e + 1)
+        assert coord.describe("tx").producer_epoch == e + 1
+        again = state_records(coord, "tx")[n:]
+        assert [(r.value.state, r.value.producer_epoch) for r in again] == [(S.Empty, e + 1)]
+        # the bumped epoch works
+        coord.add_partitions("tx", pid, e + 1, [("t", 0)])
+        coord.writer("t", 0).append(stamp_producer(_one_record(), pid, e + 1, 0, True))
+        coord.end_transaction("tx", pid, e + 1, commit=True)
+        assert committed_values(tmp_path / "t-0") == [b"v"]
+        # an epoch that is neither current nor the last one, a producer id that is not this id's
+        cur = coord.describe("tx").producer_epoch
+        for bad_pid, bad_epoch in ((pid, cur + 5), (pid, e - 1 if e else cur + 7), (pid + 100, cur)):
+            with pytest.raises(ProducerFencedError):
+                coord.init_producer_id("tx", producer_id=bad_pid, producer_epoch=bad_epoch)
+            assert coord.describe("tx").producer_epoch == cur
+        # one of the two given: INVALID_REQUEST
+        for kw in ({"producer_id": pid}, {"producer_epoch": cur}):
+            with pytest.raises(KafkaTxError, match="INVALID_REQUEST"):
+                coord.init_producer_id("tx", **kw)
+        # an unknown transactional id (the producer lost its state: UNKNOWN_PRODUCER_ID) is created
+        fresh_pid, fresh_epoch = coord.init_producer_id("new", producer_id=pid, producer_epoch=cur)
+        assert fresh_pid != pid and fresh_epoch == 0
+        # an idempotent producer (no transactional id) gets a new producer id whatever it holds
+        other, epoch0 = coord.init_producer_id(None, producer_id=pid, producer_epoch=cur)
+        assert epoch0 == 0 and other not in (pid, fresh_pid)
+
+
+def test_init_producer_id_with_the_epoch_held_after_another_instance_started(env):
+    coord, clock, path = env
+    a = TransactionalProducer(coord, "app", clock=clock)
+    pid, e = a.producer_id, a.producer_epoch
+    b = TransactionalProducer(coord, "app", clock=clock)  # a new instance: epoch + 1, last epoch unknown
+    assert (b.producer_id, b.producer_epoch) == (pid, e + 1)
+    with pytest.raises(ProducerFencedError):  # a's bump must not take the epoch from b
+        coord.init_producer_id("app", producer_id=pid, producer_epoch=e)
+    assert coord.describe("app").producer_epoch == e + 1
+    # b in a transaction, then a bump request with b's own epoch: Kafka fences and aborts the transaction
+    # (CONCURRENT_TRANSACTIONS), and the retry with the epoch b held is stale: PRODUCER_FENCED
+    b.begin_transaction()
+    b.send("orders", 0, [(b"k", b"in-flight")])
+    with pytest.raises(ProducerFencedError):
+        coord.init_producer_id("app", producer_id=pid, producer_epoch=b.producer_epoch)
+    assert coord.describe("app").state is S.CompleteAbort
+    assert markers(path / "orders-0") == [(1, "ABORT", pid, e + 2, coord.coordinator_epoch)]
+    assert committed_values(path / "orders-0") == []
+
+
+def test_init_producer_id_with_the_epoch_held_at_the_last_epoch_rotates_the_producer_id(tmp_path):
+    n = txn_partition_for("old", 50)
+    with PartitionWriter(tmp_path / f"__transaction_state-{n}") as w:
+        value = TxnMetadataValue(77, 32766, 60000, S.CompleteCommit, {}, T0, T0, client_transaction_version=2)
+        w.append(encode_txn_records([("old", value)], timestamp=T0), origin="coordinator")
+    with TransactionCoordinator(tmp_path, clock=Clock(T0 + 1)) as coord:
+        new_pid, epoch = coord.init_producer_id("old", producer_id=77, producer_epoch=32766)
+        assert new_pid != 77 and epoch == 0
+        meta = coord.describe("old")
+        assert (meta.previous_producer_id, meta.last_producer_epoch) == (77, 32766)
+        # the retry names the old id and its exhausted epoch: answered with the new id, no second rotation
+        assert coord.init_producer_id("old", producer_id=77, producer_epoch=32766) == (new_pid, 0)
+        # the old id with an epoch that was not exhausted is a zombie
+        with pytest.raises(ProducerFencedError):
+            coord.init_producer_id("old", producer_id=77, producer_epoch=32765)
+        assert coord.describe("old").producer_id == new_pid
+
+
+@pytest.mark.parametrize("tv", [0, 2])
+def test_transactional_producer_recovers_from_out_of_order_sequence_with_an_epoch_bump(tmp_path, tv):
+    """KIP-360 end to end: a batch the partition refuses as out of order makes the transaction abortable;
+    the producer aborts it, goes on with a bumped epoch (InitProducerId with the epoch held under transaction
+    version 0, the EndTxn's own bump under 2), and read_committed sees only what was committed."""
+    clock = Clock()
+    d = tmp_path
+    with TransactionCoordinator(d, transaction_version=tv, num_partitions=3, clock=clock) as coord:
+        p = TransactionalProducer(coord, "app", clock=clock)
+        pid, e = p.producer_id, p.producer_epoch
+        p.begin_transaction()
+        p.send("orders", 0, [(b"k", b"lost-with-the-abort")])
+        p._sequences[("orders", 0)] += 3  # batches the partition never saw (e.g. expired in the client)
+        with pytest.raises(OutOfOrderSequenceError):
+            p.send("orders", 0, [(b"k", b"gap")])
+        assert p.state.name == "ABORTABLE_ERROR" and p.epoch_bump_required
+        with pytest.raises(IllegalTransitionError):  # no commit from an abortable error
+            p.commit_transaction()
+        assert p.state.name == "ABORTABLE_ERROR"
+        assert p.abort_transaction() == (pid, e + 1)
+        assert p.state.name == "READY" and not p.epoch_bump_required
+        assert p.next_sequence("orders", 0) == 0
+        states = [r.value.state for r in state_records(coord, "app")]
+        assert states[-1] is (S.Empty if tv == 0 else S.CompleteAbort)
+        p.begin_transaction()
+        p.send("orders", 0, [(b"k", b"after-the-bump")])
+        p.commit_transaction()
+        assert markers(d / "orders-0")[0][1:4] == ("ABORT", pid, e if tv == 0 else e + 1)
+        assert committed_values(d / "orders-0") == [b"after-the-bump"]
+        # a zombie of the same id asking for a bump with its old epoch is fenced
+        with pytest.raises(ProducerFencedError):
+            coord.init_producer_id("app", producer_id=pid, producer_epoch=e - 1 if e else e + 50)
+
+
+def test_idempotent_producer_bumps_its_epoch_itself(env):
+    coord, clock, path = env
+    p = IdempotentProducer(coord, clock=clock)
+    pid = p.producer_id
+    p.send("orders", 0, [(b"k", b"a")])
+    p._sequences[("orders", 0)] += 2
+    with pytest.raises(OutOfOrderSequenceError):
+        p.send("orders", 0, [(b"k", b"gap")])
+    assert p.bump_epoch() == (pid, 1)
+    p.send("orders", 0, [(b"k", b"b")])  # epoch 1, sequence 0: accepted
+    with open_partition(path / "orders-0") as part:
+        got = [(b.producer_epoch, b.base_sequence) for b in part.read(format="batches")]
+    assert got == [(0, 0), (1, 0)]
+    p.producer_epoch = 32767  # the last epoch: a new producer id
+    new_pid, epoch = p.bump_epoch()
+    assert new_pid != pid and epoch == 0
 
 
 # ------------------------------------------------------------------------------------------ versions

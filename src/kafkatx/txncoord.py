@@ -19,7 +19,9 @@ and in one process (kafka-format.md section 9):
   known one (fencing the previous instance), aborts its open transaction first (in-memory
   PrepareEpochFence with epoch + 1, then PrepareAbort, markers, CompleteAbort -- the fenced epoch is never
   handed out; the caller gets epoch + 2, as a Kafka client does after retrying CONCURRENT_TRANSACTIONS),
-  and moves to a new producer id with epoch 0 once the epoch is exhausted (>= 32766);
+  and moves to a new producer id with epoch 0 once the epoch is exhausted (>= 32766).  With the
+  ``producer_id``/``producer_epoch`` a running producer holds (KIP-360) it bumps that producer's epoch
+  instead, answers a retry of that bump with the same epoch, and fences an instance that is not current;
 * ``abort_timed_out(now_ms)`` fences and aborts Ongoing transactions whose ``start + timeout < now``;
 * opening a coordinator on a log dir reloads the state (records decoded, last value per key wins, a
   tombstone deletes) and completes transactions left in PrepareCommit/PrepareAbort by a crash (markers
@@ -48,6 +50,7 @@ from .errors import (
     IllegalTransitionError,
     InvalidProducerEpochError,
     KafkaTxError,
+    OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
 from .log.writer import LEADER_EPOCH_CHECKPOINT, PartitionWriter, _read_leader_epochs
@@ -352,13 +355,27 @@ class TransactionCoordinator:
         meta.partitions = set(new.partitions)
 
     # ------------------------------------------------------------------------------ requests
-    def init_producer_id(self, transactional_id: str | None = None, *,
-                         transaction_timeout_ms: int = 60000) -> tuple[int, int]:  # fmt: skip
+    def init_producer_id(self, transactional_id: str | None = None, *, transaction_timeout_ms: int = 60000,
+                         producer_id: int = -1, producer_epoch: int = -1) -> tuple[int, int]:  # fmt: skip
         """InitProducerId: ``(producer_id, producer_epoch)`` for a new producer instance.
 
         ``None`` (an idempotent producer without transactional id) gets a fresh producer id and epoch 0.
+
+        ``producer_id`` / ``producer_epoch`` (KIP-360, InitProducerId v3+): a running producer that hit an
+        error asks for an epoch bump of the id and epoch it holds, instead of starting over as a new
+        instance.  The request is refused with :class:`ProducerFencedError` unless that id is the current
+        one (or the one the id was rotated away from, with the epoch it was exhausted at) and the epoch is
+        the current one (bumped) or the last one handed out (a retry of a bump whose answer was lost: the
+        same id and epoch again, no second bump).  A transactional id unknown to the coordinator is
+        created, as for a new instance (the producer recovers from UNKNOWN_PRODUCER_ID that way).  Both
+        given or neither (INVALID_REQUEST otherwise).
         """
         self._check_open()
+        if (producer_id == -1) != (producer_epoch == -1):
+            raise TransactionCoordinatorError(
+                f"INVALID_REQUEST: producer id {producer_id} and epoch {producer_epoch} must both be given or "
+                "both be -1")  # fmt: skip
+        expected = None if producer_id == -1 else (producer_id, producer_epoch)
         if transactional_id is None:
             return self._allocate_producer_id(), 0
         if not isinstance(transactional_id, str) or not transactional_id:
@@ -374,12 +391,15 @@ class TransactionCoordinator:
                                        _S.Empty, set(), -1, now,
                                        client_transaction_version=self.transaction_version)  # fmt: skip
             self._txns[transactional_id] = meta
+        self._check_expected(meta, expected)
         if meta.state in (_S.PrepareCommit, _S.PrepareAbort):
             raise ConcurrentTransactionsError(f"transaction of {transactional_id!r} is being completed")
         if meta.state is _S.Ongoing:
             # fence the previous instance and abort its transaction (Kafka answers CONCURRENT_TRANSACTIONS
-            # and the client retries; the retry is done here at once)
+            # and the client retries; the retry is done here at once, with the same expected id and epoch,
+            # which the fencing has made stale)
             self._fence_and_abort(meta)
+            self._check_expected(meta, expected)
         new = meta.copy()
         new.transaction_timeout_ms = transaction_timeout_ms
         new.state = _S.Empty
@@ -388,16 +408,40 @@ class TransactionCoordinator:
         new.last_update_timestamp_ms = now
         new.client_transaction_version = self.transaction_version
         new.next_producer_id = -1
-        if meta.producer_epoch >= _EXHAUSTED:  # prepareProducerIdRotation
+        if meta.producer_epoch >= _EXHAUSTED and (expected is None or expected[1] == meta.producer_epoch):
+            # prepareProducerIdRotation; with an expected epoch, the last epoch is kept for its retry
             new.previous_producer_id = meta.producer_id
             new.producer_id = self._allocate_producer_id()
             new.producer_epoch = 0
-            new.last_producer_epoch = -1
-        else:  # prepareIncrementProducerEpoch
+            new.last_producer_epoch = meta.producer_epoch if expected is not None else -1
+        elif expected is None:  # prepareIncrementProducerEpoch: a new instance
             new.producer_epoch = meta.producer_epoch + 1
             new.last_producer_epoch = -1
+        elif meta.producer_epoch == -1 or expected[1] == meta.producer_epoch:  # bump the epoch it holds
+            new.producer_epoch = meta.producer_epoch + 1
+            new.last_producer_epoch = meta.producer_epoch
+        elif expected[1] == meta.last_producer_epoch:  # a retry of the bump that made the current epoch
+            pass
+        else:
+            raise ProducerFencedError(
+                f"producer epoch {expected[1]} of {transactional_id!r} is neither the current epoch "
+                f"{meta.producer_epoch} nor the last one {meta.last_producer_epoch}: the producer was fenced"
+            )
         self._apply(meta, new)
         return meta.producer_id, meta.producer_epoch
+
+    @staticmethod
+    def _check_expected(meta: TransactionMetadata, expected) -> None:
+        """TransactionCoordinator.isValidProducerId for an InitProducerId with an expected id and epoch."""
+        if expected is None or meta.producer_epoch == -1:
+            return
+        pid, epoch = expected
+        if pid == meta.producer_id or (pid == meta.previous_producer_id and epoch >= _EXHAUSTED):
+            return
+        raise ProducerFencedError(
+            f"producer id {pid} is not the current one ({meta.producer_id}) of transactional id "
+            f"{meta.transactional_id!r}: the producer was fenced"
+        )
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions) -> None:
         """AddPartitionsToTxn: the transaction moves to (or stays) Ongoing with these partitions."""
@@ -654,6 +698,18 @@ class IdempotentProducer:
         self._sequences.clear()
         self._last_batch.clear()
 
+    def bump_epoch(self) -> tuple[int, int]:
+        """KIP-360 for an idempotent producer: after an OUT_OF_ORDER_SEQUENCE (or UNKNOWN_PRODUCER_ID)
+        answer the client bumps its epoch itself and starts every partition's sequence at 0 again, so the
+        batches it still has to send are accepted without a new producer id; at the last epoch it takes a
+        new producer id instead.  Returns the new ``(producer_id, producer_epoch)``."""
+        if self.producer_epoch >= MAX_PRODUCER_EPOCH:
+            self.producer_id, self.producer_epoch = self.coordinator.init_producer_id(None)
+        else:
+            self.producer_epoch += 1
+        self._reset_sequences()
+        return self.producer_id, self.producer_epoch
+
     def next_sequence(self, topic: str, partition: int) -> int:
         return self._sequences.get((topic, partition), 0)
 
@@ -727,6 +783,7 @@ class TransactionalProducer(IdempotentProducer):
         self._sequences = {}
         self._last_batch = {}
         self._partitions: set = set()
+        self._epoch_bump_required = False
         self.state = ClientTransactionState.UNINITIALIZED
         self.producer_id, self.producer_epoch = -1, -1
         if init:
@@ -737,17 +794,28 @@ class TransactionalProducer(IdempotentProducer):
 
     def init_transactions(self) -> tuple[int, int]:
         self._to(ClientTransactionState.INITIALIZING)
+        return self._init_producer_id(-1, -1)
+
+    def _init_producer_id(self, producer_id: int, producer_epoch: int) -> tuple[int, int]:
         try:
             pid, epoch = self.coordinator.init_producer_id(
-                self.transactional_id, transaction_timeout_ms=self.transaction_timeout_ms
+                self.transactional_id, transaction_timeout_ms=self.transaction_timeout_ms,
+                producer_id=producer_id, producer_epoch=producer_epoch,
             )
         except KafkaTxError:
             self.state = ClientTransactionState.FATAL_ERROR
             raise
         self.producer_id, self.producer_epoch = pid, epoch
+        self._epoch_bump_required = False
         self._reset_sequences()
         self._to(ClientTransactionState.READY)
         return pid, epoch
+
+    @property
+    def epoch_bump_required(self) -> bool:
+        """A send failed with OUT_OF_ORDER_SEQUENCE: the transaction must be aborted, and the abort gets a
+        new epoch (KIP-360) before the producer goes on."""
+        return self._epoch_bump_required
 
     def begin_transaction(self) -> None:
         self._to(ClientTransactionState.IN_TRANSACTION)
@@ -772,6 +840,11 @@ class TransactionalProducer(IdempotentProducer):
         except InvalidProducerEpochError:
             self._fatal()
             raise
+        except OutOfOrderSequenceError:
+            # an abortable error (KIP-360): abort_transaction() then bumps the epoch, and the producer goes on
+            self._to(ClientTransactionState.ABORTABLE_ERROR)
+            self._epoch_bump_required = True
+            raise
 
     def _end(self, commit):
         self._to(ClientTransactionState.COMMITTING_TRANSACTION if commit
@@ -782,10 +855,16 @@ class TransactionalProducer(IdempotentProducer):
         except (ProducerFencedError, InvalidProducerIdMappingError, TransactionCoordinatorFencedError):
             self._fatal()
             raise
+        self._partitions = set()
         if (pid, epoch) != (self.producer_id, self.producer_epoch):
             self.producer_id, self.producer_epoch = pid, epoch  # TV2: the bumped epoch, sequences from 0
+            self._epoch_bump_required = False
             self._reset_sequences()
-        self._partitions = set()
+        elif self._epoch_bump_required:
+            # TV0/1 after an abortable error: InitProducerId with the id and epoch held (KIP-360), which
+            # the coordinator bumps unless another instance fenced this one
+            self._to(ClientTransactionState.INITIALIZING)
+            return self._init_producer_id(self.producer_id, self.producer_epoch)
         self._to(ClientTransactionState.READY)
         return pid, epoch
 

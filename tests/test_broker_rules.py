@@ -288,6 +288,42 @@ def test_time_based_roll_by_batch_timestamps(tmp_path):
         assert w.segments == [0]
 
 
+def test_time_based_roll_with_jitter(tmp_path):
+    """log.roll.jitter.ms: each segment rolls once the wait is more than ``segment_ms`` minus a jitter drawn
+    for it, below ``min(segment_jitter_ms, segment_ms)``; the same seed gives the same segments."""
+    t = 1_700_000_000_000
+
+    def run(name, seed, jitter_ms):
+        jitters = []
+        with PartitionWriter(tmp_path / f"{name}-0", segment_ms=1000, segment_jitter_ms=jitter_ms, seed=seed,
+                             clock=lambda: t + 10**9) as w:  # fmt: skip
+            first, jit = t, w._active.roll_jitter_ms
+            jitters.append(jit)
+            w.append(_stamped(1, t))
+            for i in range(1, 700):
+                ts = t + 10 * i
+                n = len(w.segments)
+                w.append(_stamped(1, ts))
+                if len(w.segments) > n:  # rolled: this wait is past the jittered limit, the previous one was not
+                    assert ts - first > 1000 - jit >= ts - 10 - first
+                    first, jit = ts, w._active.roll_jitter_ms
+                    jitters.append(jit)
+                else:
+                    assert ts - first <= 1000 - jit
+            return w.segments, jitters
+
+    segments, jitters = run("a", 3, 800)
+    assert all(0 <= j < 800 for j in jitters) and len(set(jitters)) > 3
+    assert len(segments) > 7  # 7 seconds of batches: seven segments without jitter, more with it
+    assert run("b", 3, 800) == (segments, jitters)
+    capped_segments, capped = run("c", 4, 10**6)  # the jitter never reaches segment_ms
+    assert all(0 <= j < 1000 for j in capped) and len(capped_segments) < 70
+    plain, zeros = run("d", 5, 0)
+    assert set(zeros) == {0} and len(plain) == 7
+    with pytest.raises(ValueError):
+        PartitionWriter(tmp_path / "e-0", segment_ms=1000, segment_jitter_ms=-1)
+
+
 def test_time_based_roll_without_timestamps_uses_the_segment_age(tmp_path):
     """LogSegment.timeWaitedForRoll: when the segment's first batch has no timestamp (-1), the wait is
     measured by the clock since the segment object was created -- at a roll, or when the log was loaded."""

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import random
 import struct
 import time
 from typing import NamedTuple
@@ -239,9 +240,9 @@ class _Segment:
     """The active segment: its log descriptor, its writable indexes and LogSegment's counters."""
 
     __slots__ = ("base_offset", "dir", "log_path", "fd", "size", "index", "timeindex", "txnindex", "max_ts",
-                 "offset_of_max_ts", "bytes_since_index", "rolling_ts", "created")  # fmt: skip
+                 "offset_of_max_ts", "bytes_since_index", "rolling_ts", "created", "roll_jitter_ms")  # fmt: skip
 
-    def __init__(self, directory, base_offset, max_index_size, size=0, created=0):
+    def __init__(self, directory, base_offset, max_index_size, size=0, created=0, roll_jitter_ms=0):
         self.base_offset = base_offset
         self.dir = directory
         self.log_path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
@@ -256,6 +257,7 @@ class _Segment:
         self.bytes_since_index = 0
         self.rolling_ts = None  # max timestamp of the first batch (LogSegment.rollingBasedTimestamp)
         self.created = created  # clock() when made: at a roll, or when the writer opened the log
+        self.roll_jitter_ms = roll_jitter_ms  # LogSegment.rollJitterMs: drawn once per segment object
 
     def path(self, suffix):
         return os.path.join(self.dir, segment_file_name(self.base_offset, suffix))
@@ -280,6 +282,9 @@ class PartitionWriter:
     ``log.index.size.max.bytes``, ``message.max.bytes`` (None: no limit) and ``log.roll.ms`` (None: no
     time-based roll; measured on batch timestamps as Kafka does, from the max timestamp of the segment's
     first batch, or by ``clock()`` since the segment was created or loaded when that batch has none).
+    ``segment_jitter_ms`` is ``log.roll.jitter.ms``: each segment rolls up to that much earlier, by an
+    amount drawn when the segment is made, below ``min(segment_jitter_ms, segment_ms)`` (so that the
+    partitions of a broker do not all roll at once); ``seed`` seeds those draws (None: unseeded).
     ``leader_epoch`` is stamped into every client batch and marker.  ``fsync=True`` makes every append durable before it returns (Kafka's
     ``flush.messages=1``); otherwise data reaches the operating system at every append (one write per
     batch, so a crash of the process loses nothing acknowledged) and the disk at :meth:`flush`,
@@ -306,7 +311,8 @@ class PartitionWriter:
                  segment_ms: int | None = None, timestamp_type: str = "create_time",
                  validate_records: bool = True, message_timestamp_before_max_ms: int | None = None,
                  message_timestamp_after_max_ms: int | None = DEFAULT_TIMESTAMP_AFTER_MAX_MS,
-                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS):  # fmt: skip
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS, segment_jitter_ms: int = 0,
+                 seed: int | None = None):  # fmt: skip
         if segment_bytes < _HEADER_SIZE:
             raise ValueError(f"segment_bytes must be at least {_HEADER_SIZE}, got {segment_bytes}")
         if index_interval_bytes < 0:
@@ -317,12 +323,18 @@ class PartitionWriter:
             raise ValueError(f"leader_epoch out of range: {leader_epoch}")
         if timestamp_type not in ("create_time", "log_append_time"):
             raise ValueError(f"timestamp_type must be 'create_time' or 'log_append_time', got {timestamp_type!r}")
+        if segment_ms is not None and segment_ms < 1:
+            raise ValueError(f"segment_ms must be at least 1, got {segment_ms}")
+        if segment_jitter_ms < 0:
+            raise ValueError(f"segment_jitter_ms must not be negative, got {segment_jitter_ms}")
         self.path = os.fspath(path)
         self.segment_bytes = int(segment_bytes)
         self.index_interval_bytes = int(index_interval_bytes)
         self.max_index_size = int(max_index_size)
         self.max_message_bytes = max_message_bytes
         self.segment_ms = segment_ms
+        self.segment_jitter_ms = int(segment_jitter_ms)
+        self._rng = random.Random(seed)
         self.leader_epoch = int(leader_epoch)
         self.fsync = bool(fsync)
         self.timestamp_type = timestamp_type
@@ -743,7 +755,8 @@ class PartitionWriter:
             or seg.index.is_full()
             or seg.timeindex.is_full()
             or last_offset - seg.base_offset > INT32_MAX
-            or (self.segment_ms is not None and self._waited_for_roll(seg, max_ts) > self.segment_ms)
+            or (self.segment_ms is not None
+                and self._waited_for_roll(seg, max_ts) > self.segment_ms - seg.roll_jitter_ms)
         )  # fmt: skip
         if not roll:
             return seg
@@ -754,6 +767,14 @@ class PartitionWriter:
     def _created_now(self) -> int:
         """The creation time of a segment object being made (read only when a time-based roll may need it)."""
         return self._clock() if self.segment_ms is not None else 0
+
+    def _new_segment(self, base: int, size: int = 0) -> _Segment:
+        """A segment object for ``base`` with its creation time and its roll jitter (LogConfig.randomSegmentJitter)."""
+        jitter = 0
+        if self.segment_jitter_ms and self.segment_ms is not None:
+            jitter = self._rng.randrange(min(self.segment_jitter_ms, self.segment_ms))
+        return _Segment(self.path, base, self.max_index_size, size=size, created=self._created_now(),
+                        roll_jitter_ms=jitter)  # fmt: skip
 
     def _waited_for_roll(self, seg, max_ts: int) -> int:
         """LogSegment.timeWaitedForRoll: by the batches' timestamps, from the max timestamp of the segment's
@@ -782,7 +803,7 @@ class PartitionWriter:
             os.fsync(old.fd)
         os.close(old.fd)
         old.fd = None
-        self._active = _Segment(self.path, base, self.max_index_size, created=self._created_now())
+        self._active = self._new_segment(base)
         self._segments.append([base, 0])
         self._psm.map_end_offset = base
         self._psm.take_snapshot(self.path, fsync=self.fsync)
@@ -891,7 +912,7 @@ class PartitionWriter:
                 os.remove(full)
                 deleted.append(full)
             self._segments = [[0, 0]]
-            self._active = _Segment(d, 0, self.max_index_size, created=self._created_now())
+            self._active = self._new_segment(0)
             self._leo = 0
             if self._epochs:
                 self._epochs = []
@@ -995,7 +1016,7 @@ class PartitionWriter:
             self._epochs = kept
             self._write_epochs()
         # open the last segment for appending; its indexes are rebuilt from the validated batches
-        seg = _Segment(d, last_base, self.max_index_size, size=sizes[last_base], created=self._created_now())
+        seg = self._new_segment(last_base, sizes[last_base])
         self._active = seg
         rebuilt += self._rebuild_active_indexes(seg, last_path)
         return RecoveryInfo(len(bases), truncated, valid, tuple(rebuilt), tuple(repaired), snap_offset, start,

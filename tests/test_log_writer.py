@@ -545,6 +545,88 @@ def test_reopen_cuts_the_last_segment_at_its_first_invalid_batch(tmp_path, damag
     assert f.read_bytes()[: victim.position] == bytes(data[: victim.position])
 
 
+def _damage_batch(path, k, at=70):
+    """Flip a byte inside the ``k``-th batch of a log file (CRC-covered); returns that batch."""
+    data = bytearray(path.read_bytes())
+    victim = list(iter_batches(bytes(data)))[k]
+    data[victim.position + min(at, victim.size_in_bytes - 1)] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return victim
+
+
+def test_reopen_recovers_from_the_recovery_point(tmp_path):
+    """LogLoader.recoverLog: every segment from the one holding the recovery point on is validated; a
+    damaged batch in a middle segment cuts the log there and deletes the later segments."""
+    src = tmp_path / "src" / "orders-0"
+    opts = {"segment_bytes": 300, "index_interval_bytes": 60, "max_index_size": 4096}
+    with PartitionWriter(src, clock=Clock(), **opts) as w:
+        _txn_workload(w)
+    bases = [int(f[:-4]) for f in log_files(src)]
+    assert len(bases) >= 5
+    full = whole_log(src)
+
+    def damaged(name, seg_index):
+        d = tmp_path / name / "orders-0"
+        shutil.copytree(src, d)
+        f = d / f"{bases[seg_index]:020d}.log"
+        victim = _damage_batch(f, 1 if len(list(iter_batches(f.read_bytes()))) > 1 else 0)
+        return d, victim
+
+    # by default (no checkpoint beside it) only the last segment is recovered: a damaged middle one is not seen
+    d, _victim = damaged("default", 1)
+    with PartitionWriter(d, **opts) as w:
+        assert w.recovery.recovered_from == bases[-1] and w.segments == bases
+    # recovery_point=0: the damage is found, the log ends before the damaged batch
+    d, victim = damaged("explicit", 1)
+    (d / f"{bases[0]:020d}.index").write_bytes(b"")  # an index of a recovered segment is rebuilt
+    w = PartitionWriter(d, recovery_point=0, **opts)
+    try:
+        assert w.recovery.recovered_from == bases[0]
+        assert w.segments == bases[:2] and w.log_end_offset == victim.base_offset
+        assert w.recovery.truncated_at == victim.position
+        for later in bases[2:]:
+            for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+                assert not (d / f"{later:020d}{suffix}").exists()
+            assert str(d / f"{later:020d}.log") in w.recovery.deleted_files
+        kept = whole_log(d)
+        assert kept == full[: len(kept)] and len(kept) == len(full[: len(kept)])
+        m, _aborted = rebuild_from_log(kept)
+        assert snapshot_set(w.producer_state.snapshot_entries()) == snapshot_set(m.snapshot_entries())
+        assert [f for f in os.listdir(d) if f.endswith(".snapshot") and int(f[:20]) > w.log_end_offset] == []
+        assert OffsetIndex(d / f"{bases[0]:020d}.index", bases[0]).entries()  # rebuilt, not empty
+        w.append(batch(pid=700, epoch=0, seq=0, n=2))  # and the log goes on
+    finally:
+        w.close()
+    with open_partition(d) as p:
+        assert p.truncated_tails == [] and p.log_end_offset == victim.base_offset + 2
+        assert p.aborted_transactions_by_segment("txnindex") == p.aborted_transactions_by_segment("scan")
+
+    # the broker's checkpoint in the parent directory: recovery starts at the segment holding its entry
+    def with_checkpoint(name, seg_index, text, *, clean=False):
+        d, victim = damaged(name, seg_index)
+        if text is not None:
+            (d.parent / "recovery-point-offset-checkpoint").write_text(text)
+        if clean:
+            (d.parent / ".kafka_cleanshutdown").write_text("{}")
+        with PartitionWriter(d, **opts) as w:
+            return w.recovery.recovered_from, w.log_end_offset, victim
+
+    listed = f"0\n2\norders 0 {bases[2] + 1}\nother 3 5\n"
+    assert with_checkpoint("cp-before", 1, listed)[:2] == (bases[2], whole_log_end(src))
+    got, leo, victim = with_checkpoint("cp-after", 3, listed)
+    assert got == bases[2] and leo == victim.base_offset
+    got, leo, victim = with_checkpoint("cp-unlisted", 1, "0\n1\nother 0 50\n")  # not listed: from 0
+    assert got == bases[0] and leo == victim.base_offset
+    got, leo, victim = with_checkpoint("cp-bad", 1, "0\n1\norders 0 x\n")  # unreadable: from 0
+    assert got == bases[0] and leo == victim.base_offset
+    got, leo, _victim = with_checkpoint("cp-clean", 1, "0\n1\nother 0 50\n", clean=True)
+    assert got == bases[-1] and leo == whole_log_end(src)
+
+
+def whole_log_end(path) -> int:
+    return list(iter_batches(whole_log(path)))[-1].last_offset + 1
+
+
 def test_reopen_rebuilds_broken_indexes_and_uses_snapshots(tmp_path):
     d = tmp_path / "orders-0"
     _written(d).close()

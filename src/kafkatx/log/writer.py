@@ -29,10 +29,13 @@ writes there (``storage/.../log/UnifiedLog``, ``LocalLog``, ``LogSegment``, ``Lo
   appends (``LeaderEpochFileCache.assign``).
 
 Reopening a directory recovers it like ``LogLoader`` after an unclean shutdown: stray temporary and
-orphaned index files are removed; every batch of the last segment is validated (framing, CRC, offsets)
-and a torn or corrupt tail is cut off (bytes before it are never rewritten); the last segment's indexes
-are rebuilt (so no entry points past the end) and any other segment's missing or unsound index is
-rebuilt from its log; the newest readable snapshot at or below the last segment's base offset is
+orphaned index files are removed; every batch of the segments from the recovery point on is validated
+(framing, CRC, offsets) -- the last segment only, unless a recovery point is given or read from the
+``recovery-point-offset-checkpoint`` of the parent directory (a broker's log dir; a partition it does not
+list, or an unreadable file, means 0 as for the broker; a ``.kafka_cleanshutdown`` file beside it means no
+recovery) -- and a torn or corrupt batch is cut off with everything after it, later segments included
+(bytes before it are never rewritten); the recovered segments' indexes are rebuilt (so no entry points
+past the end) and any other segment's missing or unsound index is rebuilt from its log; the newest readable snapshot at or below the last segment's base offset is
 loaded (corrupt ones are deleted, as the broker does) and the batches after it are replayed with
 ``origin="replication"`` semantics to restore producer state and open transactions; the ``.txnindex``
 of every replayed segment is brought in line with the replay (kept where it agrees, cut where it runs
@@ -49,6 +52,7 @@ from __future__ import annotations
 import mmap
 import os
 import random
+from bisect import bisect_right
 import struct
 import time
 from typing import NamedTuple
@@ -82,12 +86,15 @@ from .index import (
     DEFAULT_MAX_INDEX_SIZE,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
     SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    CheckpointError,
     OffsetIndex,
     TimeIndex,
     parse_segment_file_name,
+    read_checkpoint,
     segment_file_name,
 )
 
@@ -111,6 +118,7 @@ DEFAULT_INDEX_INTERVAL_BYTES = 4096  # log.index.interval.bytes
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # message.max.bytes (1 MiB + 12)
 DEFAULT_TIMESTAMP_AFTER_MAX_MS = 3_600_000  # log.message.timestamp.after.max.ms (Kafka 4.0, KIP-1030)
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"  # in the log dir after a clean broker shutdown: no recovery
 INT32_MAX = 2147483647
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header
@@ -182,6 +190,7 @@ class RecoveryInfo(NamedTuple):
     replayed_from: int  # first offset replayed into the producer state
     replayed_batches: int
     deleted_files: tuple  # stray temporary / orphaned / corrupt / out-of-range files removed
+    recovered_from: int | None = None  # base offset of the first segment whose every batch was validated
 
 
 def _default_clock() -> int:
@@ -285,6 +294,9 @@ class PartitionWriter:
     ``segment_jitter_ms`` is ``log.roll.jitter.ms``: each segment rolls up to that much earlier, by an
     amount drawn when the segment is made, below ``min(segment_jitter_ms, segment_ms)`` (so that the
     partitions of a broker do not all roll at once); ``seed`` seeds those draws (None: unseeded).
+    ``recovery_point``: on reopen, the segments holding it and every later offset are recovered, every
+    batch validated (default: from the parent directory's ``recovery-point-offset-checkpoint`` when there
+    is one, else the last segment only; see the module docstring).
     ``leader_epoch`` is stamped into every client batch and marker.  ``fsync=True`` makes every append durable before it returns (Kafka's
     ``flush.messages=1``); otherwise data reaches the operating system at every append (one write per
     batch, so a crash of the process loses nothing acknowledged) and the disk at :meth:`flush`,
@@ -312,7 +324,7 @@ class PartitionWriter:
                  validate_records: bool = True, message_timestamp_before_max_ms: int | None = None,
                  message_timestamp_after_max_ms: int | None = DEFAULT_TIMESTAMP_AFTER_MAX_MS,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS, segment_jitter_ms: int = 0,
-                 seed: int | None = None):  # fmt: skip
+                 seed: int | None = None, recovery_point: int | None = None):  # fmt: skip
         if segment_bytes < _HEADER_SIZE:
             raise ValueError(f"segment_bytes must be at least {_HEADER_SIZE}, got {segment_bytes}")
         if index_interval_bytes < 0:
@@ -342,6 +354,7 @@ class PartitionWriter:
         self.message_timestamp_before_max_ms = message_timestamp_before_max_ms
         self.message_timestamp_after_max_ms = message_timestamp_after_max_ms
         self.producer_id_expiration_ms = int(producer_id_expiration_ms)
+        self._recovery_point = recovery_point
         self._codec = _resolve_codec(codec)
         self._crc32c = self._codec.crc32c
         self._inc_seq = self._codec.increment_sequence
@@ -922,10 +935,28 @@ class PartitionWriter:
         rebuilt = []
         bad_txn = []
         sizes = {}
-        # every segment but the last: keep sound indexes, rebuild the others from the log
-        for base in bases[:-1]:
+        # LogLoader.recoverLog: the segments from the one holding the recovery point on are recovered (every
+        # batch validated, indexes rebuilt); one found damaged is cut at its first invalid batch and every
+        # later segment is deleted, so the log ends there
+        first = self._first_to_recover(bases)
+        for i in range(first, len(bases) - 1):
+            base = bases[i]
+            valid, _end, file_size = self._validate_last(logs[base], base, bases[: i + 1], logs)
+            if valid < file_size:
+                for later in bases[i + 1 :]:
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                        full = os.path.join(d, segment_file_name(later, suffix))
+                        if os.path.exists(full):
+                            os.remove(full)
+                            deleted.append(full)
+                    del logs[later]
+                bases = bases[: i + 1]
+                break
+            rebuilt += self._rebuild_indexes(base, logs[base])
+        # the segments before: keep sound indexes, rebuild the others from the log
+        for k, base in enumerate(bases[:-1]):
             sizes[base] = os.path.getsize(logs[base])
-            if not self._indexes_sound(base, sizes[base]):
+            if k < first and not self._indexes_sound(base, sizes[base]):
                 rebuilt += self._rebuild_indexes(base, logs[base])
             txn_path = os.path.join(d, segment_file_name(base, TXN_INDEX_SUFFIX))
             if os.path.exists(txn_path):
@@ -946,7 +977,7 @@ class PartitionWriter:
         self._segments = [[b, sizes[b]] for b in bases]
         self._leo = end_offset
         # producer state: newest usable snapshot at or below the first segment to replay
-        replay_start = min([last_base] + bad_txn)
+        replay_start = min([bases[first]] + bad_txn)
         for off in sorted(snapshots):
             if off > end_offset:  # beyond the (possibly truncated) log end: Kafka deletes these
                 os.remove(snapshots.pop(off))
@@ -1020,7 +1051,26 @@ class PartitionWriter:
         self._active = seg
         rebuilt += self._rebuild_active_indexes(seg, last_path)
         return RecoveryInfo(len(bases), truncated, valid, tuple(rebuilt), tuple(repaired), snap_offset, start,
-                            replayed, tuple(deleted))  # fmt: skip
+                            replayed, tuple(deleted), bases[first])  # fmt: skip
+
+    def _first_to_recover(self, bases) -> int:
+        """Index in ``bases`` of the first segment to recover on open: the one holding the recovery point
+        (Kafka's ``recovery-point-offset-checkpoint``: everything below it was flushed), or the last one."""
+        rp = self._recovery_point
+        if rp is None:
+            parent = os.path.dirname(os.path.abspath(os.path.normpath(self.path)))
+            checkpoint = os.path.join(parent, RECOVERY_POINT_OFFSET_CHECKPOINT)
+            if os.path.exists(os.path.join(parent, CLEAN_SHUTDOWN_FILE)) or not os.path.exists(checkpoint):
+                return len(bases) - 1
+            try:
+                key = parse_partition_dir_name(self.path)
+            except ValueError:
+                return len(bases) - 1
+            try:
+                rp = read_checkpoint(checkpoint).get(key, 0)  # LogManager: a partition not listed starts at 0
+            except CheckpointError:
+                rp = 0  # LogManager: an unreadable checkpoint resets every recovery point to 0
+        return min(max(bisect_right(bases, rp) - 1, 0), len(bases) - 1)
 
     def _indexes_sound(self, base, log_size):
         d = self.path

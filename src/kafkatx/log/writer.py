@@ -35,11 +35,12 @@ orphaned index files are removed; every batch of the segments from the recovery 
 list, or an unreadable file, means 0 as for the broker; a ``.kafka_cleanshutdown`` file beside it means no
 recovery) -- and a torn or corrupt batch is cut off with everything after it, later segments included
 (bytes before it are never rewritten); the recovered segments' indexes are rebuilt (so no entry points
-past the end) and any other segment's missing or unsound index is rebuilt from its log; the newest readable snapshot at or below the last segment's base offset is
-loaded (corrupt ones are deleted, as the broker does) and the batches after it are replayed with
-``origin="replication"`` semantics to restore producer state and open transactions; the ``.txnindex``
-of every replayed segment is brought in line with the replay (kept where it agrees, cut where it runs
-past the log end, completed where an entry is missing); snapshots beyond the log end are deleted;
+past the end) and any other segment's missing or unsound index is rebuilt from its log; the newest
+readable snapshot at or below the first recovered segment's base offset is loaded (corrupt ones are
+deleted, as the broker does) and the batches after it are replayed with ``origin="replication"``
+semantics to restore producer state and open transactions; the ``.txnindex`` of every replayed segment
+is brought in line with the replay (kept where it agrees, cut where it runs past the log end, completed
+where an entry is missing); snapshots beyond the log end are deleted;
 producers idle for ``producer.id.expiration.ms`` without an open transaction are dropped, as the broker's
 load of the snapshot at the log end does.  What happened is in :attr:`PartitionWriter.recovery`.
 
@@ -52,9 +53,9 @@ from __future__ import annotations
 import mmap
 import os
 import random
-from bisect import bisect_right
 import struct
 import time
+from bisect import bisect_right
 from typing import NamedTuple
 
 from .._backend import codec as _default_codec

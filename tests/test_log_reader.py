@@ -208,6 +208,43 @@ def test_txnindex_removed_same_result_via_scan(built, codec, tmp_path):
     assert per_segment == [s.aborted for s in built.segs]  # the broker's entries, LSO fields included
 
 
+def test_txnindex_files_come_from_the_listing_but_the_last_segments(codec, tmp_path):
+    """Which segments have a .txnindex is taken from the directory listing when the partition is opened,
+    except for the last segment: a writer still appending to it creates its index file with its first
+    abort, after the reader opened the directory, and the reader sees it."""
+    from kafkatx import BatchBuilder
+    from kafkatx.log.writer import PartitionWriter
+
+    def txn_batch(pid, seq):
+        b = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+        b.append(b"v%d" % seq, b"k", timestamp=1_700_000_000_000)
+        return b.build()
+
+    d = tmp_path / "t-0"
+    w = PartitionWriter(d, segment_bytes=400, codec=codec)
+    try:
+        w.append(txn_batch(1, 0))
+        w.append_marker("abort", producer_id=1, producer_epoch=0, coordinator_epoch=0)
+        for seq in range(12):  # committed transactions over a few more segments
+            w.append(txn_batch(3, seq))
+            w.append_marker("commit", producer_id=3, producer_epoch=0, coordinator_epoch=0)
+        assert len(w.segments) >= 4
+        with open_partition(d, codec=codec) as p:
+            assert not os.path.exists(p.segments[-1].txn_index_path)
+            w.append(txn_batch(2, 0))
+            w.append_marker("abort", producer_id=2, producer_epoch=0, coordinator_epoch=0)
+            w.flush()
+            assert w.segments[-1] == p.segments[-1].base_offset  # the abort went to the segment open at listing
+            assert p.segments[0].has_txn_index and not any(s.has_txn_index for s in p.segments[1:-1])
+            assert p.segments[-1].has_txn_index  # looked up when asked, not from the listing
+            entries = p.aborted_transactions_by_segment("txnindex")
+            assert [e.producer_id for e in entries[0]] == [1] and [e.producer_id for e in entries[-1]] == [2]
+            assert all(not e for e in entries[1:-1])
+            assert [r.value for r in p.read()] == [b"v%d" % i for i in range(12)]
+    finally:
+        w.close()
+
+
 def test_scan_opens_each_unmapped_segment_once(built, codec, monkeypatch):
     """The replay reads an unmapped segment's headers and its markers through one descriptor, and keeps
     none once it is done."""

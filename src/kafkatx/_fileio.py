@@ -1,4 +1,4 @@
-"""Durable file writes shared by the modules that write Kafka's files."""
+"""File reads and durable writes shared by the modules that read and write Kafka's files."""
 
 from __future__ import annotations
 
@@ -32,3 +32,19 @@ def atomic_write(path, data, *, fsync: bool = True) -> None:
     os.replace(tmp, path)
     if fsync:
         fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def read_whole_file(path) -> bytes:
+    """The contents of a small file, read with one descriptor and no buffered file object (a partition of
+    thousands of segments reads as many index files)."""
+    fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)

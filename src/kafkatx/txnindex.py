@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
 if TYPE_CHECKING:  # numpy is optional at run time
     import numpy as np
 
-from ._fileio import atomic_write
+from ._fileio import atomic_write, read_whole_file
 from .errors import CorruptIndexError, InvalidTxnIndexVersionError, TxnIndexAppendError
 
 __all__ = [
@@ -135,8 +135,7 @@ def _load(source, base_offset):
     """(buffer, file name or None, base offset or None) for a path, bytes-like or open binary file."""
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = read_whole_file(path)
         if base_offset is None:
             base_offset = offset_from_file_name(path)
         return data, path, base_offset

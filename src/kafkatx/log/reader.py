@@ -288,7 +288,8 @@ def _shifted(arr, shift):
 class Segment:
     """One segment of a partition: its files, lazily opened (``.log`` memory-mapped read-only)."""
 
-    def __init__(self, directory: str, base_offset: int, *, codec=None, verify_crc: bool = True):
+    def __init__(self, directory: str, base_offset: int, *, codec=None, verify_crc: bool = True,
+                 has_txn_index: bool | None = None):  # fmt: skip
         self.directory = directory
         self.verify_crc = verify_crc
         self.base_offset = base_offset
@@ -302,6 +303,7 @@ class Segment:
         self._offset_index = None
         self._time_index = None
         self._txn_entries = None
+        self._has_txn = has_txn_index  # known from the directory listing (None: look when asked)
         self._scan = None
         self._headers = None
         self._tail = None
@@ -330,6 +332,8 @@ class Segment:
 
     @property
     def has_txn_index(self) -> bool:
+        if self._has_txn is not None:
+            return self._has_txn
         return os.path.exists(self.txn_index_path)
 
     @property
@@ -343,8 +347,11 @@ class Segment:
             if self.size == 0:
                 self._mmap = b""
             else:
-                with open(self.log_path, "rb") as fh:  # (the map keeps a descriptor of its own)
-                    self._mmap = _mmap.mmap(fh.fileno(), self.size, access=_mmap.ACCESS_READ)
+                fd = os.open(self.log_path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
+                try:  # (the map keeps a descriptor of its own)
+                    self._mmap = _mmap.mmap(fd, self.size, access=_mmap.ACCESS_READ)
+                finally:
+                    os.close(fd)
         return self._mmap
 
     def batch_at(self, position: int, size: int):
@@ -1014,11 +1021,13 @@ class Partition:
         self.codec = codec if codec is not None else _default_codec()
         self.verify_crc = verify_crc
         self.warnings: list[str] = []
-        bases, snapshots = [], []
+        bases, snapshots, txn_files = [], [], set()
         for name in sorted(os.listdir(self.path)):
             m = _SEGMENT_LOG_RE.match(name)
             if m:
                 bases.append(int(m.group(1)))
+            elif name.endswith(".txnindex"):
+                txn_files.add(name[: -len(".txnindex")])
             elif name.endswith(".swap"):
                 self.warnings.append(f"{os.path.join(self.path, name)}: an unfinished segment swap (ignored)")
             elif name.endswith(".snapshot"):
@@ -1026,7 +1035,13 @@ class Partition:
                 if len(stem) == 20 and stem.isdigit():
                     snapshots.append(int(stem))
         bases.sort()
-        self.segments: list[Segment] = [Segment(self.path, b, codec=self.codec, verify_crc=verify_crc) for b in bases]
+        # which segments have a .txnindex is known from the listing, but for the last one: a broker (or a
+        # PartitionWriter) may still be appending to it, and its index file appears with its first abort
+        self.segments: list[Segment] = [
+            Segment(self.path, b, codec=self.codec, verify_crc=verify_crc,
+                    has_txn_index=(f"{b:020d}" in txn_files) if i + 1 < len(bases) else None)
+            for i, b in enumerate(bases)
+        ]  # fmt: skip
         self._hw_checkpoint = high_watermark
         self._lso_checkpoint = log_start_offset
         self.recovery_point = recovery_point

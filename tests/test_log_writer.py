@@ -623,6 +623,53 @@ def test_reopen_recovers_from_the_recovery_point(tmp_path):
     assert got == bases[-1] and leo == whole_log_end(src)
 
 
+def test_recovery_from_the_start_after_damage_anywhere_in_a_middle_segment(tmp_path):
+    """Every byte of a middle segment's first two batches flipped in turn (and a sample of the rest):
+    reopening with recovery_point=0 never raises, keeps a prefix of the damaged log that ends at a batch
+    boundary at or before the damaged batch -- or everything, when the flipped byte is one the broker's
+    checks do not cover (base offset, partition leader epoch) -- and rebuilds the producer state of what
+    it kept."""
+    src = tmp_path / "src" / "orders-0"
+    opts = {"segment_bytes": 300, "index_interval_bytes": 60, "max_index_size": 4096}
+    with PartitionWriter(src, clock=Clock(), **opts) as w:
+        _txn_workload(w)
+    bases = [int(f[:-4]) for f in log_files(src)]
+    name = f"{bases[1]:020d}.log"
+    seg = (src / name).read_bytes()
+    batches = list(iter_batches(seg))
+    assert len(batches) >= 2
+    before = sum(len((src / f).read_bytes()) for f in log_files(src)[:1])  # bytes of the segments before it
+    ends = {b.position + b.size_in_bytes for b in iter_batches(whole_log(src))} | {before}
+    first_two = batches[1].position + batches[1].size_in_bytes
+    positions = list(range(first_two)) + list(range(first_two, len(seg), 5))
+    outcomes = set()
+    for pos in positions:
+        d = tmp_path / "x" / "orders-0"
+        shutil.copytree(src, d)
+        damaged = bytearray(seg)
+        damaged[pos] ^= 0x5A
+        (d / name).write_bytes(bytes(damaged))
+        full = whole_log(d)
+        with PartitionWriter(d, recovery_point=0, **opts) as w:
+            kept = whole_log(d)
+            assert kept == full[: len(kept)]
+            hit = max((b for b in batches if b.position <= pos), key=lambda b: b.position)
+            rel = pos - hit.position  # where in the damaged batch
+            if len(kept) < len(full):
+                # cut at a batch boundary, at the latest after the damaged batch (a base offset made larger
+                # is seen only at the next batch, whose offsets then go backwards)
+                assert len(kept) in ends and len(kept) <= before + hit.position + hit.size_in_bytes
+                assert w.segments == bases[:2]
+                outcomes.add("cut")
+            else:  # undetectable by the broker's checks: the base offset or the partition leader epoch
+                assert rel < 8 or 12 <= rel < 16
+                outcomes.add("kept")
+            m, _aborted = rebuild_from_log(kept)
+            assert snapshot_set(w.producer_state.snapshot_entries()) == snapshot_set(m.snapshot_entries())
+        shutil.rmtree(d.parent)
+    assert outcomes == {"cut", "kept"}
+
+
 def whole_log_end(path) -> int:
     return list(iter_batches(whole_log(path)))[-1].last_offset + 1
 

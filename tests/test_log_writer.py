@@ -601,6 +601,9 @@ def test_reopen_recovers_from_the_recovery_point(tmp_path):
         assert p.truncated_tails == [] and p.log_end_offset == victim.base_offset + 2
         assert p.aborted_transactions_by_segment("txnindex") == p.aborted_transactions_by_segment("scan")
 
+    for bad in (-1, "0", 1.5, True):
+        with pytest.raises(ValueError, match="recovery_point"):
+            PartitionWriter(d, recovery_point=bad, **opts)
     # the broker's checkpoint in the parent directory: recovery starts at the segment holding its entry
     def with_checkpoint(name, seg_index, text, *, clean=False):
         d, victim = damaged(name, seg_index)

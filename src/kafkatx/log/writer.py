@@ -340,6 +340,9 @@ class PartitionWriter:
             raise ValueError(f"segment_ms must be at least 1, got {segment_ms}")
         if segment_jitter_ms < 0:
             raise ValueError(f"segment_jitter_ms must not be negative, got {segment_jitter_ms}")
+        if recovery_point is not None and (isinstance(recovery_point, bool) or not isinstance(recovery_point, int)
+                                           or recovery_point < 0):  # fmt: skip
+            raise ValueError(f"recovery_point must be an offset (an int >= 0) or None, got {recovery_point!r}")
         self.path = os.fspath(path)
         self.segment_bytes = int(segment_bytes)
         self.index_interval_bytes = int(index_interval_bytes)

@@ -778,6 +778,32 @@ def cmd_verify(args) -> int:
     return EXIT_OK if report.ok else EXIT_ERROR
 
 
+# ------------------------------------------------------------------------------- hanging transactions
+_HANGING_HEADERS = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
+                    "LastTimestamp", "Duration(min)", "TransactionalId", "Reason")  # fmt: skip
+
+
+def cmd_hanging(args) -> int:
+    from .log.audit import find_hanging_transactions
+
+    try:
+        found = find_hanging_transactions(args.path, max_transaction_timeout_ms=args.max_transaction_timeout * 60_000,
+                                          now_ms=args.now)  # fmt: skip
+    except (kafkatx.KafkaTxError, OSError) as exc:
+        _err(f"error: {exc}")
+        return EXIT_ERROR
+    rows = [_HANGING_HEADERS] + [
+        (h.topic, str(h.partition), str(h.producer_id), str(h.producer_epoch), str(h.coordinator_epoch),
+         str(h.start_offset), str(h.last_timestamp), str(h.duration_ms // 60_000), h.transactional_id or "-",
+         h.reason)
+        for h in found
+    ]  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_HANGING_HEADERS))]
+    for r in rows:
+        _out("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return EXIT_OK
+
+
 def _demo_workload(records: int) -> int:
     """Generate a small exactly-once workload, read it back read_committed, check it against its manifest."""
     import tempfile
@@ -866,6 +892,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--aborted-source", choices=("auto", "txnindex", "scan", "cross-check"), default="auto",
                    help="where aborted transactions come from (default: .txnindex files, else a scan)")
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser(
+        "hanging",
+        help="find hanging transactions in a broker log directory (kafka-transactions.sh find-hanging)",
+        description="List the transactions that partitions of a log directory hold open and that their "
+        "coordinator (the __transaction_state partitions in the same directory) will never end: they hold "
+        "the last stable offset back. Judged as of the newest time recorded in the directory unless --now.",
+    )
+    p.add_argument("path", metavar="DIR", help="a broker log directory (<topic>-<partition> directories)")
+    p.add_argument("--max-transaction-timeout", type=_non_negative, default=15, metavar="MINUTES",
+                   help="only transactions idle for longer than this (default 15, as the broker's maximum)")
+    p.add_argument("--now", type=int, default=None, metavar="MS",
+                   help="the time to judge by, in ms since the epoch (default: the directory's newest write)")
+    p.set_defaults(func=cmd_hanging)
 
     p = sub.add_parser("version", help="print the version and the codec backend")
     p.set_defaults(func=cmd_version)

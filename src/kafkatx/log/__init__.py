@@ -4,6 +4,7 @@
 ``kafkatx.log.reader``: :func:`open_partition`, :func:`open_log_dir`, :class:`Partition` reads.
 ``kafkatx.log.writer``: :class:`PartitionWriter`, appending like a broker leader (and recovering like one).
 ``kafkatx.log.generate``: :func:`generate`, a realistic exactly-once workload with a manifest of what to expect.
+``kafkatx.log.audit``: :func:`find_hanging_transactions`, ``kafka-transactions.sh find-hanging`` on the files.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from .writer import (
     UnexpectedAppendOffsetError,
 )
 from .generate import Manifest, generate, main_generate, record_checksum  # noqa: E402  (generate imports txncoord lazily)
+from .audit import HangingTransaction, find_hanging_transactions, transaction_states
 
 __all__ = [
     "DEFAULT_MAX_INDEX_SIZE",
@@ -106,4 +108,7 @@ __all__ = [
     "generate",
     "main_generate",
     "record_checksum",
+    "HangingTransaction",
+    "find_hanging_transactions",
+    "transaction_states",
 ]

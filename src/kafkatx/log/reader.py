@@ -1133,6 +1133,40 @@ class Partition:
         """``{producer_id: first_offset}`` of transactions with data and no marker at the log end."""
         return dict(self._replayed().open_txns)
 
+    def producer_state(self):
+        """The broker's producer state at the log end, as it restores it: the newest readable producer
+        snapshot (at or below the log end) loaded into a :class:`~kafkatx.producer_state.ProducerStateManager`
+        and the batches after it replayed (``origin="replication"``); with no usable snapshot, every batch.
+        What Kafka's DescribeProducers reports for the partition: each producer's epoch, last sequence,
+        last timestamp, coordinator epoch and the first offset of its open transaction."""
+        from ..producer_state import ProducerStateManager, rebuild_from_log
+
+        m = ProducerStateManager()
+        if not self.segments:
+            return m
+        start = self.segments[0].base_offset
+        leo = self.log_end_offset
+        for offset in reversed(self._snapshot_offsets):
+            if not start <= offset <= leo:
+                continue
+            try:
+                m.load_snapshot(os.path.join(self.path, f"{offset:020d}.snapshot"), map_end_offset=offset)
+            except (KafkaTxError, OSError):
+                m = ProducerStateManager()
+                continue
+            start = offset
+            break
+        bases = [seg.base_offset for seg in self.segments]
+        for seg in self.segments[max(bisect_right(bases, start) - 1, 0) :]:
+            data = seg.mmap
+            if not len(data):
+                continue
+            try:
+                rebuild_from_log(data, start_offset=start, manager=m, verify_crc=self.verify_crc)
+            except KafkaTxError as exc:
+                raise _relocate(exc, seg.log_path, 0) from exc
+        return m
+
     @property
     def truncated_tails(self) -> list[TruncatedTail]:
         """Cut segment tails (scans every segment's batch headers)."""

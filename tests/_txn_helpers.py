@@ -1,4 +1,4 @@
-"""Helpers for test_transactions.py and test_read_committed_model.py.
+"""Helpers for test_transactions.py and test_read_committed_model.py (and a clock for the coordinator tests).
 
 Batches are built either with the backend's own ``BatchBuilder`` (data batches; checked byte for byte
 against Kafka elsewhere), with ``kafkatx.transactions.encode_marker`` (COMMIT/ABORT markers; checked
@@ -20,6 +20,17 @@ from kafkatx.transactions import encode_marker
 TS = 1_700_000_000_000
 CONTROL = 0x20
 TRANSACTIONAL = 0x10
+
+
+class Clock:
+    """A clock in milliseconds that moves only when a test sets ``now`` (the coordinator's and writers'
+    ``clock=``)."""
+
+    def __init__(self, now=TS):
+        self.now = now
+
+    def __call__(self):
+        return self.now
 
 
 def key_of(offset: int) -> bytes:

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from _txn_helpers import Clock
 from kafkatx import BatchBuilder
 from kafkatx.log import find_hanging_transactions, open_log_dir, open_partition, transaction_states
 from kafkatx.log.audit import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS
@@ -19,14 +20,6 @@ from kafkatx.txnlog import TransactionState
 
 T0 = 1_700_000_000_000
 MIN = 60_000
-
-
-class Clock:
-    def __init__(self, now=T0):
-        self.now = now
-
-    def __call__(self):
-        return self.now
 
 
 def _batch(ts, value=b"v"):

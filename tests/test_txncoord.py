@@ -9,6 +9,7 @@ import pathlib
 
 import pytest
 
+from _txn_helpers import Clock
 from kafkatx import iter_batches
 from kafkatx.errors import (
     IllegalTransitionError,
@@ -42,14 +43,6 @@ from kafkatx.txnlog import (
 
 S = TransactionState
 T0 = 1_700_000_000_000
-
-
-class Clock:
-    def __init__(self, now=T0):
-        self.now = now
-
-    def __call__(self):
-        return self.now
 
 
 def log_bytes(path) -> bytes:

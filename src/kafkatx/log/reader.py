@@ -109,7 +109,7 @@ from typing import NamedTuple
 
 from ..compression import check_inflate_threads
 from ..errors import CorruptRecordError, KafkaTxError
-from ..producer_state import read_snapshot
+from ..producer_state import ProducerStateManager, read_snapshot, rebuild_from_log
 from ..txnindex import AbortedTxn, collect_aborted_across_segments, read_txnindex
 from .index import (
     INDEX_SUFFIX,
@@ -1139,8 +1139,6 @@ class Partition:
         and the batches after it replayed (``origin="replication"``); with no usable snapshot, every batch.
         What Kafka's DescribeProducers reports for the partition: each producer's epoch, last sequence,
         last timestamp, coordinator epoch and the first offset of its open transaction."""
-        from ..producer_state import ProducerStateManager, rebuild_from_log
-
         m = ProducerStateManager()
         if not self.segments:
             return m

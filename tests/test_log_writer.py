@@ -12,6 +12,9 @@ import os
 import pathlib
 import shutil
 import struct
+import subprocess
+import sys
+import threading
 
 import pytest
 
@@ -28,7 +31,7 @@ from kafkatx.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
-from kafkatx.log import OffsetIndex, TimeIndex, open_partition
+from kafkatx.log import OffsetIndex, TimeIndex, open_partition, read_checkpoint, write_checkpoint
 from kafkatx.log.writer import (
     AppendInfo,
     LogClosedError,
@@ -671,6 +674,139 @@ def test_recovery_from_the_start_after_damage_anywhere_in_a_middle_segment(tmp_p
             assert snapshot_set(w.producer_state.snapshot_entries()) == snapshot_set(m.snapshot_entries())
         shutil.rmtree(d.parent)
     assert outcomes == {"cut", "kept"}
+
+
+def _segment_holding(bases, offset):
+    return max(b for b in bases if b <= offset)
+
+
+def test_flush_and_close_record_the_recovery_point(tmp_path):
+    """UnifiedLog.flush and LogManager's checkpoint: flush syncs what was written since the recovery point
+    (segments rolled since included), moves it to the log end and records it in the parent directory's
+    recovery-point-offset-checkpoint beside the other partitions' lines; after a crash of the machine the
+    next open recovers from the segment holding it, so damage in a segment rolled after the flush is found."""
+    logdir = tmp_path / "logdir"
+    logdir.mkdir()
+    cp = logdir / "recovery-point-offset-checkpoint"
+    write_checkpoint(cp, {("other", 3): 5})
+    d = logdir / "orders-0"
+    opts = {"segment_bytes": 300, "index_interval_bytes": 60, "max_index_size": 4096}
+    w = PartitionWriter(d, clock=Clock(), **opts)
+    assert w.recovery_point == 0
+    _txn_workload(w)
+    assert w.recovery_point == 0 and read_checkpoint(cp) == {("other", 3): 5}  # appends alone do not move it
+    w.flush()
+    flushed = w.log_end_offset
+    at_flush = len(w.segments)
+    assert w.recovery_point == flushed and read_checkpoint(cp) == {("orders", 0): flushed, ("other", 3): 5}
+    for i in range(12):
+        w.append(batch(pid=800, epoch=0, seq=3 * i, n=3, tag=b"late"))
+    bases = w.segments
+    assert len(bases) >= at_flush + 3 and w.recovery_point == flushed
+    crashed = tmp_path / "crashed" / "orders-0"
+    shutil.copytree(d, crashed)  # the files while the writer is open (a crash of the machine: no close)
+    shutil.copy(cp, crashed.parent / cp.name)
+    damaged_base = bases[-2]  # rolled after the flush, so never synced: the page cache may have lost it
+    victim = _damage_batch(crashed / f"{damaged_base:020d}.log", 0)
+    w2 = PartitionWriter(crashed, **opts)
+    try:
+        assert w2.recovery.recovered_from == _segment_holding(bases, flushed) < damaged_base
+        assert w2.log_end_offset == victim.base_offset and w2.segments == bases[:-1]
+        assert w2.recovery_point == flushed  # min(checkpoint, log end), as LogLoader: not moved by the load
+    finally:
+        w2.close()
+    assert read_checkpoint(crashed.parent / cp.name)[("orders", 0)] == victim.base_offset
+    # close syncs the rest and records the log end; the next open recovers the last segment only
+    w.close()
+    leo = w.log_end_offset
+    assert w.recovery_point == leo and read_checkpoint(cp) == {("orders", 0): leo, ("other", 3): 5}
+    with PartitionWriter(d, **opts) as w3:
+        assert w3.recovery.recovered_from == bases[-1] and w3.recovery_point == leo
+    # a clean shutdown marker: everything counts as flushed
+    (logdir / ".kafka_cleanshutdown").write_text("{}")
+    write_checkpoint(cp, {("orders", 0): 0})
+    with PartitionWriter(d, **opts) as w4:
+        assert w4.recovery.recovered_from == bases[-1] and w4.recovery_point == leo
+    (logdir / ".kafka_cleanshutdown").unlink()
+
+
+def test_recovery_point_without_a_checkpoint_and_with_fsync(tmp_path):
+    opts = {"segment_bytes": 300, "index_interval_bytes": 60, "max_index_size": 4096}
+    # no checkpoint beside it: what is before the last segment counts as flushed (only it is recovered)
+    d = tmp_path / "a" / "orders-0"
+    with PartitionWriter(d, clock=Clock(), checkpoint_recovery_point=False, **opts) as w:
+        _txn_workload(w)
+        assert w.recovery_point == 0
+    assert w.recovery_point == w.log_end_offset and os.listdir(d.parent) == ["orders-0"]
+    with PartitionWriter(d, checkpoint_recovery_point=False, **opts) as w:
+        assert w.recovery_point == w.segments[-1] == w.recovery.recovered_from
+        w.flush()
+        assert w.recovery_point == w.log_end_offset
+    assert os.listdir(d.parent) == ["orders-0"]  # checkpoint_recovery_point=False: the parent is left alone
+    # fsync=True (flush.messages=1): every append is on disk when it returns
+    e = tmp_path / "b" / "orders-0"
+    with PartitionWriter(e, clock=Clock(), fsync=True, **opts) as w:
+        for i in range(8):
+            w.append(batch(pid=9, epoch=0, seq=3 * i, n=3))
+            assert w.recovery_point == w.log_end_offset
+        assert len(w.segments) > 2
+    # a directory not named <topic>-<partition>: no checkpoint line can name it
+    f = tmp_path / "c" / "plain"
+    with PartitionWriter(f, **opts) as w:
+        w.append(batch(n=2))
+        w.flush()
+        assert w.recovery_point == 2
+    assert os.listdir(f.parent) == ["plain"]
+    # an unreadable checkpoint is replaced by one the broker can read (the partitions it lost recover from 0)
+    g = tmp_path / "d" / "orders-1"
+    g.parent.mkdir()
+    (g.parent / "recovery-point-offset-checkpoint").write_text("0\n2\nbroken\n")
+    with PartitionWriter(g, **opts) as w:
+        w.append(batch(n=2))
+    assert read_checkpoint(g.parent / "recovery-point-offset-checkpoint") == {("orders", 1): 2}
+
+
+_FLUSHER = """
+import sys
+from kafkatx import BatchBuilder
+from kafkatx.log import PartitionWriter
+path, rounds = sys.argv[1], int(sys.argv[2])
+with PartitionWriter(path, segment_bytes=400) as w:
+    for i in range(rounds):
+        b = BatchBuilder()
+        b.append(b"v%d" % i, b"k")
+        w.append(b.build())
+        w.flush()
+"""
+
+
+def test_concurrent_writers_of_one_log_dir_keep_every_line(tmp_path):
+    """Writers of different partitions in one log dir, in threads of this process and in other processes,
+    flush over and over: no partition's line is lost to another's read-modify-write."""
+    logdir = tmp_path / "logdir"
+    rounds = 25
+    procs = [subprocess.Popen([sys.executable, "-c", _FLUSHER, str(logdir / f"procs-{p}"), str(rounds)])
+             for p in range(2)]  # fmt: skip
+    errors = []
+
+    def flusher(p):
+        try:
+            with PartitionWriter(logdir / f"threads-{p}", segment_bytes=400) as w:
+                for i in range(rounds):
+                    w.append(batch(n=1, tag=b"t%d" % i))
+                    w.flush()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=flusher, args=(p,)) for p in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    assert errors == []
+    expected = {("threads", p): rounds for p in range(3)} | {("procs", p): rounds for p in range(2)}
+    assert read_checkpoint(logdir / "recovery-point-offset-checkpoint") == expected
 
 
 def whole_log_end(path) -> int:

@@ -43,6 +43,10 @@ is brought in line with the replay (kept where it agrees, cut where it runs past
 where an entry is missing); snapshots beyond the log end are deleted;
 producers idle for ``producer.id.expiration.ms`` without an open transaction are dropped, as the broker's
 load of the snapshot at the log end does.  What happened is in :attr:`PartitionWriter.recovery`.
+:meth:`PartitionWriter.flush` and ``close`` fsync every segment written since the recovery point (rolled
+segments are not synced when they roll, as the broker leaves that to a later flush) and record the new
+recovery point in the parent directory's ``recovery-point-offset-checkpoint``, as the broker's
+``LogManager`` does for its log dirs.
 
 Not modelled: replication (the high watermark is the log end offset), retention and compaction,
 KIP-890 transaction verification, message format conversion.  A writer is not thread-safe.
@@ -54,9 +58,16 @@ import mmap
 import os
 import random
 import struct
+import threading
 import time
 from bisect import bisect_right
+from contextlib import contextmanager
 from typing import NamedTuple
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the in-process lock only
+    fcntl = None
 
 from .._backend import codec as _default_codec
 from .._fileio import fsync_dir
@@ -97,6 +108,7 @@ from .index import (
     parse_segment_file_name,
     read_checkpoint,
     segment_file_name,
+    write_checkpoint,
 )
 
 __all__ = [
@@ -192,6 +204,33 @@ class RecoveryInfo(NamedTuple):
     replayed_batches: int
     deleted_files: tuple  # stray temporary / orphaned / corrupt / out-of-range files removed
     recovered_from: int | None = None  # base offset of the first segment whose every batch was validated
+
+
+_CHECKPOINT_LOCK = threading.Lock()
+
+
+@contextmanager
+def _log_dir_locked(directory):
+    """Hold the log directory for a read-modify-write of one of its checkpoint files: a lock in this
+    process and ``flock`` on the directory itself between processes (no lock file is added; the broker's
+    own ``.lock`` file is left alone)."""
+    with _CHECKPOINT_LOCK:
+        fd = os.open(directory, os.O_RDONLY) if fcntl is not None else None
+        try:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            if fd is not None:
+                os.close(fd)  # releases the flock
+
+
+def _fsync_path(path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _default_clock() -> int:
@@ -297,7 +336,10 @@ class PartitionWriter:
     partitions of a broker do not all roll at once); ``seed`` seeds those draws (None: unseeded).
     ``recovery_point``: on reopen, the segments holding it and every later offset are recovered, every
     batch validated (default: from the parent directory's ``recovery-point-offset-checkpoint`` when there
-    is one, else the last segment only; see the module docstring).
+    is one, else the last segment only; see the module docstring).  ``checkpoint_recovery_point``: :meth:`flush`
+    and :meth:`close` record :attr:`recovery_point` in that file, merged with the other partitions' lines
+    under a lock on the directory, so that the writer's next open -- or a broker's -- recovers from the right
+    segment after a crash of the machine (False: leave the parent directory alone).
     ``leader_epoch`` is stamped into every client batch and marker.  ``fsync=True`` makes every append durable before it returns (Kafka's
     ``flush.messages=1``); otherwise data reaches the operating system at every append (one write per
     batch, so a crash of the process loses nothing acknowledged) and the disk at :meth:`flush`,
@@ -325,7 +367,8 @@ class PartitionWriter:
                  validate_records: bool = True, message_timestamp_before_max_ms: int | None = None,
                  message_timestamp_after_max_ms: int | None = DEFAULT_TIMESTAMP_AFTER_MAX_MS,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS, segment_jitter_ms: int = 0,
-                 seed: int | None = None, recovery_point: int | None = None):  # fmt: skip
+                 seed: int | None = None, recovery_point: int | None = None,
+                 checkpoint_recovery_point: bool = True):  # fmt: skip
         if segment_bytes < _HEADER_SIZE:
             raise ValueError(f"segment_bytes must be at least {_HEADER_SIZE}, got {segment_bytes}")
         if index_interval_bytes < 0:
@@ -359,6 +402,8 @@ class PartitionWriter:
         self.message_timestamp_after_max_ms = message_timestamp_after_max_ms
         self.producer_id_expiration_ms = int(producer_id_expiration_ms)
         self._recovery_point = recovery_point
+        self.checkpoint_recovery_point = bool(checkpoint_recovery_point)
+        self._flushed_to = 0
         self._codec = _resolve_codec(codec)
         self._crc32c = self._codec.crc32c
         self._inc_seq = self._codec.increment_sequence
@@ -562,8 +607,16 @@ class PartitionWriter:
         self._leo = last + 1
         self._maybe_assign_epoch(self.leader_epoch, first)
         if self.fsync:
-            os.fsync(seg.fd)
+            self._sync_append(seg)
         return AppendInfo(first, last, log_append_time, False, new_max_ts, count, total, seg.base_offset, position)
+
+    def _sync_append(self, seg) -> None:
+        """``flush.messages=1``: the append is on disk before it returns (with whatever a load left
+        unflushed before the active segment, the first time)."""
+        if self._flushed_to < seg.base_offset:
+            self._fsync_rolled(self._flushed_to)
+        os.fsync(seg.fd)
+        self._flushed_to = self._leo
 
     def _restamped(self, batch, attrs: int, max_ts: int) -> bytearray:
         """A copy of ``batch`` with new attributes and maxTimestamp, and so a new CRC (DefaultRecordBatch's
@@ -679,7 +732,7 @@ class PartitionWriter:
         self._leo = last + 1
         self._maybe_assign_epoch(ple, base)
         if self.fsync:
-            os.fsync(seg.fd)
+            self._sync_append(seg)
             if completed is not None and completed.is_aborted:
                 seg.txnindex.flush()
         return AppendInfo(base, last, -1, False, max_ts, count, total, seg.base_offset, position, completed)
@@ -727,7 +780,7 @@ class PartitionWriter:
             self._psm.on_high_watermark_updated(self._leo)
         self._maybe_assign_epoch(self.leader_epoch, offset)
         if self.fsync:
-            os.fsync(seg.fd)
+            self._sync_append(seg)
             if aborted:
                 seg.txnindex.flush()
         return offset
@@ -846,16 +899,64 @@ class PartitionWriter:
         os.replace(tmp, path)
 
     # ------------------------------------------------------------------------------- durability
+    @property
+    def recovery_point(self) -> int:
+        """Kafka's ``recoveryPoint``: every offset below it is on disk (fsynced); a recovery after a crash
+        starts from the segment holding it.  Moves to the log end offset at :meth:`flush` and :meth:`close`
+        (and at every append with ``fsync=True``)."""
+        return self._flushed_to
+
     def flush(self) -> None:
-        """fsync the active segment's files (log, indexes, txn index) and the directory."""
+        """Make everything appended so far durable, as ``UnifiedLog.flush`` does: fsync the files of every
+        segment from the one holding :attr:`recovery_point` on (segments rolled since are included, with
+        their indexes and the producer snapshots taken when they rolled), then the directory; the recovery
+        point becomes the log end offset and, with ``checkpoint_recovery_point``, is recorded in the parent
+        directory's ``recovery-point-offset-checkpoint``."""
         if self._closed:
             raise LogClosedError(f"the writer of {self.path} is closed")
+        self._fsync_rolled(self.recovery_point)
         seg = self._active
         os.fsync(seg.fd)
         seg.index.flush()
         seg.timeindex.flush()
         seg.txnindex.flush()
         fsync_dir(self.path)
+        self._flushed_to = self._leo
+        self._write_recovery_point()
+
+    def _fsync_rolled(self, since: int) -> None:
+        """fsync the files of the rolled segments that may hold offsets from ``since`` on, and the producer
+        snapshots above ``since`` (``LocalLog.flush`` over ``segments.values(recoveryPoint, offset)``)."""
+        bases = [s[0] for s in self._segments]
+        d = self.path
+        for base in bases[max(bisect_right(bases, since) - 1, 0) : -1]:
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX):
+                full = os.path.join(d, segment_file_name(base, suffix))
+                if suffix == LOG_SUFFIX or os.path.exists(full):
+                    _fsync_path(full)
+        active_snapshot = os.path.join(d, segment_file_name(bases[-1], SNAPSHOT_SUFFIX))
+        if bases[-1] > since and os.path.exists(active_snapshot):
+            _fsync_path(active_snapshot)
+
+    def _write_recovery_point(self) -> None:
+        """Record the recovery point in the log dir's ``recovery-point-offset-checkpoint``, keeping the other
+        partitions' entries (``LogManager.checkpointRecoveryOffsetsInDir``, for this partition)."""
+        if not self.checkpoint_recovery_point:
+            return
+        key = self._checkpoint_key()
+        if key is None:
+            return
+        parent = self._log_dir()
+        path = os.path.join(parent, RECOVERY_POINT_OFFSET_CHECKPOINT)
+        with _log_dir_locked(parent):
+            try:
+                offsets = read_checkpoint(path)
+            except CheckpointError:
+                offsets = {}  # the partitions lost from an unreadable file recover from 0, as they would have
+            if offsets.get(key) == self._flushed_to:
+                return
+            offsets[key] = self._flushed_to
+            write_checkpoint(path, dict(sorted(offsets.items())))
 
     def close(self) -> None:
         """Write the producer snapshot at the log end offset, finish the indexes and close every file."""
@@ -864,6 +965,7 @@ class PartitionWriter:
         self._closed = True
         seg = self._active
         try:
+            self._fsync_rolled(self.recovery_point)
             self._psm.map_end_offset = self._leo
             self._psm.take_snapshot(self.path, fsync=True)
             seg.close_indexes()
@@ -873,6 +975,8 @@ class PartitionWriter:
                 os.close(seg.fd)
                 seg.fd = None
         fsync_dir(self.path)
+        self._flushed_to = self._leo
+        self._write_recovery_point()
 
     def __enter__(self):
         return self
@@ -934,6 +1038,7 @@ class PartitionWriter:
             if self._epochs:
                 self._epochs = []
                 os.remove(os.path.join(d, LEADER_EPOCH_CHECKPOINT))
+            self._flushed_to = 0
             return RecoveryInfo(0, 0, 0, (), (), None, 0, 0, tuple(deleted))
         bases = sorted(logs)
         rebuilt = []
@@ -980,6 +1085,7 @@ class PartitionWriter:
         sizes[last_base] = valid
         self._segments = [[b, sizes[b]] for b in bases]
         self._leo = end_offset
+        self._flushed_to = min(self._flushed_to, end_offset)
         # producer state: newest usable snapshot at or below the first segment to replay
         replay_start = min([bases[first]] + bad_txn)
         for off in sorted(snapshots):
@@ -1059,22 +1165,37 @@ class PartitionWriter:
 
     def _first_to_recover(self, bases) -> int:
         """Index in ``bases`` of the first segment to recover on open: the one holding the recovery point
-        (Kafka's ``recovery-point-offset-checkpoint``: everything below it was flushed), or the last one."""
+        (Kafka's ``recovery-point-offset-checkpoint``: everything below it was flushed), or the last one.
+
+        Sets ``self._flushed_to`` to the recovery point the load starts from (before the ``min`` with the
+        log end offset that ``_load`` applies, as ``LogLoader.recoverLog`` does)."""
         rp = self._recovery_point
         if rp is None:
-            parent = os.path.dirname(os.path.abspath(os.path.normpath(self.path)))
+            parent = self._log_dir()
             checkpoint = os.path.join(parent, RECOVERY_POINT_OFFSET_CHECKPOINT)
-            if os.path.exists(os.path.join(parent, CLEAN_SHUTDOWN_FILE)) or not os.path.exists(checkpoint):
+            if os.path.exists(os.path.join(parent, CLEAN_SHUTDOWN_FILE)):
+                self._flushed_to = 1 << 63  # a clean shutdown flushed everything
                 return len(bases) - 1
-            try:
-                key = parse_partition_dir_name(self.path)
-            except ValueError:
+            key = self._checkpoint_key()
+            if key is None or not os.path.exists(checkpoint):
+                self._flushed_to = bases[-1]  # no checkpoint: what is before the last segment counts as flushed
                 return len(bases) - 1
             try:
                 rp = read_checkpoint(checkpoint).get(key, 0)  # LogManager: a partition not listed starts at 0
             except CheckpointError:
                 rp = 0  # LogManager: an unreadable checkpoint resets every recovery point to 0
+        self._flushed_to = rp
         return min(max(bisect_right(bases, rp) - 1, 0), len(bases) - 1)
+
+    def _log_dir(self) -> str:
+        return os.path.dirname(os.path.abspath(os.path.normpath(self.path)))
+
+    def _checkpoint_key(self):
+        """``(topic, partition)`` of the directory's name, or None when it is not a partition's name."""
+        try:
+            return parse_partition_dir_name(self.path)
+        except ValueError:
+            return None
 
     def _indexes_sound(self, base, log_size):
         d = self.path

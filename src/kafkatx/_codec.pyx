@@ -26,7 +26,7 @@ import time
 from . import _control, _legacy
 from . import compression as _compression
 from ._common import (ARROW_COLUMNS, RecordList, arrow_schema, check_builder_args, encode_table, isolation_flag,
-                      timestamp_type_bits)
+                      one_array, timestamp_type_bits)
 from ._common import as_bytes as _as_bytes, as_headers as _as_headers
 from ._consts import COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import (
@@ -1709,7 +1709,7 @@ cdef class BatchBuilder:
 
 cdef void _write_header(uint8_t *o, int64_t base_offset, int32_t length, int32_t leader_epoch, int attributes,
                         int32_t last_offset_delta, int64_t base_ts, int64_t max_ts, int64_t producer_id,
-                        int16_t producer_epoch, int32_t base_sequence, int32_t count) noexcept:
+                        int16_t producer_epoch, int32_t base_sequence, int32_t count) noexcept nogil:
     kx_store_be64(o, <uint64_t>base_offset)
     kx_store_be32(o + LENGTH_OFFSET, <uint32_t>length)
     kx_store_be32(o + PARTITION_LEADER_EPOCH_OFFSET, <uint32_t>leader_epoch)
@@ -2178,7 +2178,7 @@ cdef object _binary_column(object pa, object table, str name, BinView *v, list k
     view and fixed-size layouts are cast (copied) to large_binary."""
     col = table.column(name)
     if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
+        col = one_array(col)
     return _binary_array(pa, col, name, v, keep)
 
 
@@ -2225,17 +2225,12 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
     cdef const int64_t *ts_ptr = NULL
     cdef const uint8_t *ts_valid = NULL
     cdef Py_ssize_t ts_shift = 0
-    cdef Py_ssize_t n, start, stop, i, row, kn, vn, hn, body, total
-    cdef int64_t ts, first_ts = 0, delta, default_ts, boff
-    cdef int32_t seq
-    cdef Py_ssize_t hb_size
-    cdef uint8_t *p
+    cdef Py_ssize_t n, start, stop, total
+    cdef int64_t default_ts
     cdef uint8_t *bstart
     cdef int cid, attributes
     cdef list keep = []
     cdef Py_ssize_t hj = 0, hm = 0
-    cdef const uint8_t *kp
-    cdef const uint8_t *vp
     kv.valid = NULL
     kv.offsets32 = NULL
     kv.offsets64 = NULL
@@ -2287,112 +2282,181 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
     c.default_ts = default_ts
     cdef Py_ssize_t nbatches = (n + records_per_batch - 1) // records_per_batch
     cdef Py_ssize_t *sizes = <Py_ssize_t *>malloc((nbatches + 1) * sizeof(Py_ssize_t))
-    cdef Py_ssize_t b, pos, bad_row = -1, plen
-    cdef uint8_t *o
+    cdef Py_ssize_t b, bad = -1, plen, max_size = 0
+    cdef uint8_t *o = NULL
     cdef bytes out
     cdef int64_t max_ts
+    cdef _BatchParams bp
+    bp.base_offset = base_offset
+    bp.leader_epoch = partition_leader_epoch
+    bp.attributes = attributes
+    bp.producer_id = producer_id
+    bp.producer_epoch = producer_epoch
+    bp.base_sequence = base_sequence
+    bp.log_append_time = log_append_time if log_append_time is not None else -1
+    bp.has_log_append_time = log_append_time is not None
     if sizes == NULL:
         raise MemoryError()
+    hj = 0
     try:
         # pass 1: every record's size, so each batch (and the whole output) is allocated once
-        total = 0
-        hj = 0
-        for b in range(nbatches):
-            start = b * records_per_batch
-            stop = min(n, start + records_per_batch)
-            body = 0
-            for i in range(start, stop):
-                ts = _row_ts(&c, i)
-                if ts < 0 and ts != -1:
-                    raise InvalidAppendError(f"invalid negative timestamp {ts} in row {i}")
-                if i == start:
-                    first_ts = ts
-                hn = 0
-                if has_headers:
-                    hm = c.hcount[i]
-                    hn = _headers_size(&c, hj, hm)
-                    if hn < 0:
-                        raise InvalidAppendError(f"row {i} has a null header (or header key)")
-                    hj += hm
-                kn = _row_len(&c.kv, i) if has_key else -1
-                vn = _row_len(&c.vv, i)
-                hb_size = record_body_size(ts - first_ts, i - start, kn, vn, hn)
-                if hb_size > INT32_MAX_:
-                    raise InvalidAppendError(f"row {i} is larger than 2^31-1 bytes")
-                body += varlong_size(hb_size) + hb_size
-            if body + RECORD_BATCH_OVERHEAD - LOG_OVERHEAD > INT32_MAX_:
-                raise InvalidAppendError(f"batch {b} would be larger than 2^31-1 bytes: lower records_per_batch")
-            sizes[b] = body
-            total += RECORD_BATCH_OVERHEAD + body
-        # pass 2: write the records of each batch behind a space for its header
+        with nogil:
+            total = _encode_sizes(&c, n, records_per_batch, sizes, &bad)
+        if total < 0:
+            _raise_encode_error(&c, total, bad)
+        # pass 2: write the records of each batch behind a space for its header, then the header and CRC
         if cid == 0:
             out = PyBytes_FromStringAndSize(NULL, total)
             o = <uint8_t *>PyBytes_AS_STRING(out)
             kx_advise_huge(o, total)
-        else:
-            o = <uint8_t *>malloc(RECORD_BATCH_OVERHEAD + max(sizes[b] for b in range(nbatches))) if nbatches else NULL
-            if nbatches and o == NULL:
-                raise MemoryError()
-            parts = []
+            with nogil:
+                for b in range(nbatches):
+                    _encode_batch(&c, o, b * records_per_batch, min(n, (b + 1) * records_per_batch), sizes[b], &bp,
+                                  &hj)
+                    o += RECORD_BATCH_OVERHEAD + sizes[b]
+            return out
+        for b in range(nbatches):
+            max_size = max(max_size, sizes[b])
+        o = <uint8_t *>malloc(RECORD_BATCH_OVERHEAD + max_size) if nbatches else NULL
+        if nbatches and o == NULL:
+            raise MemoryError()
+        parts = []
         try:
-            pos = 0
-            boff = base_offset
-            seq = base_sequence
-            hj = 0
             for b in range(nbatches):
                 start = b * records_per_batch
                 stop = min(n, start + records_per_batch)
-                p = o + (pos if cid == 0 else 0) + RECORD_BATCH_OVERHEAD
-                max_ts = -1
-                first_ts = _row_ts(&c, start)
-                for i in range(start, stop):
-                    ts = _row_ts(&c, i)
-                    if ts > max_ts:
-                        max_ts = ts
-                    hm = c.hcount[i] if has_headers else 0
-                    hn = _headers_size(&c, hj, hm) if hm else 0
-                    kn = _row_len(&c.kv, i) if has_key else -1
-                    vn = _row_len(&c.vv, i)
-                    kp = _row_ptr(&c.kv, i) if kn >= 0 else NULL
-                    vp = _row_ptr(&c.vv, i) if vn >= 0 else NULL
-                    body = record_body_size(ts - first_ts, i - start, kn, vn, hn)
-                    p += write_record_kv(p, body, ts - first_ts, i - start, kp, kn, vp, vn)
-                    if hm:
-                        p = _write_headers(p, &c, hj, hm)
-                        hj += hm
-                    else:
-                        p[0] = 0
-                        p += 1
-                bstart = o + (pos if cid == 0 else 0)
-                plen = sizes[b]
-                if cid != 0:
-                    view = PyMemoryView_FromMemory(<char *>bstart + RECORD_BATCH_OVERHEAD, plen, PyBUF_READ)
-                    try:
-                        payload = _compression.compress(cid, view, compression_level)
-                    finally:
-                        view.release()
-                    plen = len(payload)
-                    batch = PyBytes_FromStringAndSize(NULL, RECORD_BATCH_OVERHEAD + plen)
-                    bstart = <uint8_t *>PyBytes_AS_STRING(batch)
-                    memcpy(bstart + RECORD_BATCH_OVERHEAD, PyBytes_AS_STRING(payload), plen)
-                _write_header(bstart, boff, <int32_t>(plen + RECORD_BATCH_OVERHEAD - LOG_OVERHEAD),
-                              partition_leader_epoch, attributes, <int32_t>(stop - start - 1), first_ts,
-                              log_append_time if log_append_time is not None else max_ts, producer_id,
-                              producer_epoch, seq, <int32_t>(stop - start))
-                kx_store_be32(bstart + CRC_OFFSET,
-                              _crc(0, bstart + ATTRIBUTES_OFFSET, plen + RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET))
-                if cid != 0:
-                    parts.append(batch)
-                pos += RECORD_BATCH_OVERHEAD + sizes[b]
-                boff += stop - start
-                if seq >= 0:
-                    seq = increment_sequence(seq, <int32_t>(stop - start))
+                with nogil:
+                    max_ts = _encode_records(&c, o + RECORD_BATCH_OVERHEAD, start, stop, &hj)
+                view = PyMemoryView_FromMemory(<char *>o + RECORD_BATCH_OVERHEAD, sizes[b], PyBUF_READ)
+                try:
+                    payload = _compression.compress(cid, view, compression_level)
+                finally:
+                    view.release()
+                plen = len(payload)
+                batch = PyBytes_FromStringAndSize(NULL, RECORD_BATCH_OVERHEAD + plen)
+                bstart = <uint8_t *>PyBytes_AS_STRING(batch)
+                memcpy(bstart + RECORD_BATCH_OVERHEAD, PyBytes_AS_STRING(payload), plen)
+                with nogil:
+                    _seal_batch(bstart, plen, &bp, stop - start, _row_ts(&c, start), max_ts)
+                parts.append(batch)
         finally:
-            if cid != 0:
-                free(o)
-        return out if cid == 0 else b"".join(parts)
+            free(o)
+        return b"".join(parts)
     finally:
         free(sizes)
+
+
+cdef struct _BatchParams:
+    int64_t base_offset     # of the next batch
+    int32_t leader_epoch
+    int attributes
+    int64_t producer_id
+    int16_t producer_epoch
+    int32_t base_sequence   # of the next batch (-1: none)
+    int64_t log_append_time
+    bint has_log_append_time
+
+
+cdef Py_ssize_t _encode_sizes(_EncodeCols *c, Py_ssize_t n, Py_ssize_t rpb, Py_ssize_t *sizes,
+                              Py_ssize_t *bad) noexcept nogil:
+    """Pass 1 of ``encode_arrow``: the bytes of the records of each batch of ``rpb`` rows into ``sizes``.
+    Returns the output's size, or an error code with the row (batch for -4) in ``bad``: -1 a negative
+    timestamp, -2 a null header or header key, -3 a record over 2^31-1 bytes, -4 a batch over it."""
+    cdef Py_ssize_t b, i, start, stop, body, total = 0, hj = 0, hm, hn, kn, vn, size
+    cdef int64_t ts, first_ts
+    for b in range((n + rpb - 1) // rpb):
+        start = b * rpb
+        stop = min(n, start + rpb)
+        body = 0
+        first_ts = _row_ts(c, start)
+        for i in range(start, stop):
+            ts = _row_ts(c, i)
+            if ts < -1:
+                bad[0] = i
+                return -1
+            hn = 0
+            if c.has_headers:
+                hm = c.hcount[i]
+                hn = _headers_size(c, hj, hm)
+                if hn < 0:
+                    bad[0] = i
+                    return -2
+                hj += hm
+            kn = _row_len(&c.kv, i) if c.has_key else -1
+            vn = _row_len(&c.vv, i)
+            size = record_body_size(ts - first_ts, i - start, kn, vn, hn)
+            if size > INT32_MAX_:
+                bad[0] = i
+                return -3
+            body += varlong_size(size) + size
+        if body + RECORD_BATCH_OVERHEAD - LOG_OVERHEAD > INT32_MAX_:
+            bad[0] = b
+            return -4
+        sizes[b] = body
+        total += RECORD_BATCH_OVERHEAD + body
+    return total
+
+
+cdef int _raise_encode_error(_EncodeCols *c, Py_ssize_t code, Py_ssize_t bad) except -1:
+    if code == -1:
+        raise InvalidAppendError(f"invalid negative timestamp {_row_ts(c, bad)} in row {bad}")
+    if code == -2:
+        raise InvalidAppendError(f"row {bad} has a null header (or header key)")
+    if code == -3:
+        raise InvalidAppendError(f"row {bad} is larger than 2^31-1 bytes")
+    raise InvalidAppendError(f"batch {bad} would be larger than 2^31-1 bytes: lower records_per_batch")
+
+
+cdef int64_t _encode_records(_EncodeCols *c, uint8_t *p, Py_ssize_t start, Py_ssize_t stop,
+                             Py_ssize_t *header_at) noexcept nogil:
+    """Write the records of rows ``[start, stop)`` (one batch) at ``p``; returns their max timestamp.
+    ``header_at``: where the batch's first header is in the flattened headers column (moved past its last)."""
+    cdef Py_ssize_t i, hj = header_at[0], hm, hn, kn, vn, body
+    cdef int64_t ts, max_ts = -1, first_ts = _row_ts(c, start)
+    cdef const uint8_t *kp
+    cdef const uint8_t *vp
+    for i in range(start, stop):
+        ts = _row_ts(c, i)
+        if ts > max_ts:
+            max_ts = ts
+        hm = c.hcount[i] if c.has_headers else 0
+        hn = _headers_size(c, hj, hm) if hm else 0
+        kn = _row_len(&c.kv, i) if c.has_key else -1
+        vn = _row_len(&c.vv, i)
+        kp = _row_ptr(&c.kv, i) if kn >= 0 else NULL
+        vp = _row_ptr(&c.vv, i) if vn >= 0 else NULL
+        body = record_body_size(ts - first_ts, i - start, kn, vn, hn)
+        p += write_record_kv(p, body, ts - first_ts, i - start, kp, kn, vp, vn)
+        if hm:
+            p = _write_headers(p, c, hj, hm)
+            hj += hm
+        else:
+            p[0] = 0
+            p += 1
+    header_at[0] = hj
+    return max_ts
+
+
+cdef void _seal_batch(uint8_t *bstart, Py_ssize_t plen, _BatchParams *bp, Py_ssize_t count, int64_t first_ts,
+                      int64_t max_ts) noexcept nogil:
+    """Write the header of a batch of ``count`` records whose (possibly compressed) records take ``plen``
+    bytes after it, and its CRC; moves ``bp`` on to the next batch."""
+    _write_header(bstart, bp.base_offset, <int32_t>(plen + RECORD_BATCH_OVERHEAD - LOG_OVERHEAD),
+                  bp.leader_epoch, bp.attributes, <int32_t>(count - 1), first_ts,
+                  bp.log_append_time if bp.has_log_append_time else max_ts, bp.producer_id, bp.producer_epoch,
+                  bp.base_sequence, <int32_t>count)
+    kx_store_be32(bstart + CRC_OFFSET,
+                  kx_crc32c(0, bstart + ATTRIBUTES_OFFSET, <size_t>(plen + RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET)))
+    bp.base_offset += count
+    if bp.base_sequence >= 0:
+        bp.base_sequence = _inc_seq(bp.base_sequence, <int32_t>count)
+
+
+cdef void _encode_batch(_EncodeCols *c, uint8_t *bstart, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t plen,
+                        _BatchParams *bp, Py_ssize_t *header_at) noexcept nogil:
+    """One uncompressed batch of rows ``[start, stop)`` at ``bstart``, its records taking ``plen`` bytes."""
+    cdef int64_t max_ts = _encode_records(c, bstart + RECORD_BATCH_OVERHEAD, start, stop, header_at)
+    _seal_batch(bstart, plen, bp, stop - start, _row_ts(c, start), max_ts)
 
 
 cdef struct _EncodeCols:

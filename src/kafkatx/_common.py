@@ -156,6 +156,14 @@ def arrow_schema(columns=None, large_binary: bool = False, binary_view: bool = F
 ENCODE_COLUMNS = frozenset(ARROW_COLUMNS)
 
 
+def one_array(col):
+    """A column as one array: its only chunk as it is (``ChunkedArray.combine_chunks`` copies even one chunk),
+    else the chunks concatenated."""
+    if col.num_chunks == 1:
+        return col.chunk(0)
+    return col.combine_chunks()
+
+
 def encode_table(table, records_per_batch, header_rows: bool = True):
     """Check the input of ``encode_arrow``; returns ``(table, timestamps, headers)``.
 
@@ -179,7 +187,7 @@ def encode_table(table, records_per_batch, header_rows: bool = True):
         raise InvalidAppendError(f"encode_arrow does not know the column(s) {sorted(unknown)}")
     stamps = None
     if "timestamp" in names:
-        col = table.column("timestamp").combine_chunks()
+        col = one_array(table.column("timestamp"))
         t = col.type
         if pa.types.is_timestamp(t):
             # finer units are floored to Kafka's milliseconds
@@ -204,7 +212,7 @@ def encode_table(table, records_per_batch, header_rows: bool = True):
             f"column 'headers' must be list<struct<key: string, value: binary>>, got {t}"
         )
     if not header_rows:
-        return table, stamps, table.column("headers").combine_chunks()
+        return table, stamps, one_array(table.column("headers"))
     rows = []
     for row, hs in enumerate(table.column("headers").to_pylist()):
         if not hs:

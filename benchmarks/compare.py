@@ -640,25 +640,6 @@ def _median_s(res, lib):
     return res[lib]["median_s"]
 
 
-def fault_cost(size: int, repeat: int = 5) -> tuple:
-    """``(fresh, warm)``: median seconds to write ``size`` bytes into a freshly allocated buffer (page faults
-    included) and into a buffer faulted in beforehand (the copy alone)."""
-    src = bytes(size)
-    warm_buf = bytearray(size)
-    memoryview(warm_buf)[:] = src
-    fresh, warm = [], []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        b = bytearray(size)  # calloc: mapped, not yet touched
-        memoryview(b)[:] = src
-        fresh.append(time.perf_counter() - t)
-        del b
-        t = time.perf_counter()
-        memoryview(warm_buf)[:] = src
-        warm.append(time.perf_counter() - t)
-    return statistics.median(fresh), statistics.median(warm)
-
-
 @functools.lru_cache(maxsize=None)
 def _single_producer_log(n: int) -> bytes:
     """The workload's records as BatchBuilder writes them for ONE transactional producer (id 4000, epoch 3,
@@ -732,11 +713,9 @@ def _encode_arrow_row(ctx: Context, key: str, sliced: bool):
         if sliced:
             return (f"encode_arrow in {step:,}-row slices: {t * 1e3:.0f} ms, {faults:,} minor page faults per run "
                     f"(a {len(expected) * step / n / 1e6:.0f} MB slice at a time, dropped before the next)")  # fmt: skip
-        fresh, warm = fault_cost(len(expected))
         return (f"encode_arrow of the whole table: {t * 1e3:.0f} ms, {faults:,} minor page faults per run: the "
-                f"{len(expected) / 1e6:.0f} MB output is one fresh allocation, faulted in page by page on every call; "
-                f"writing a fresh buffer of that size takes {fresh * 1e3:.0f} ms here, copying into a pre-faulted one "
-                f"{warm * 1e3:.0f} ms, so ~{(fresh - warm) * 1e3:.0f} ms of each run are page faults")  # fmt: skip
+                f"{len(expected) / 1e6:.0f} MB output is one fresh allocation, faulted in on every call (huge pages "
+                "asked for)")  # fmt: skip
 
     return Row(
         key=key,

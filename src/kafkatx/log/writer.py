@@ -959,7 +959,9 @@ class PartitionWriter:
             write_checkpoint(path, dict(sorted(offsets.items())))
 
     def close(self) -> None:
-        """Write the producer snapshot at the log end offset, finish the indexes and close every file."""
+        """Sync every segment written since :attr:`recovery_point`, write the producer snapshot at the log end
+        offset, finish the indexes, close every file and record the log end offset as the recovery point
+        (see :meth:`flush`)."""
         if self._closed:
             return
         self._closed = True

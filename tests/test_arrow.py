@@ -492,6 +492,26 @@ def test_encode_arrow_roundtrip(encoder, codec, rows, compression, records_per_b
                                 base_offset=10, timestamp=1234) == data  # fmt: skip
 
 
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+def test_encode_arrow_from_threads_matches_one_thread(encoder, compression):
+    """Threads encoding different tables at once (the compiled encoder runs without the GIL) each get the
+    bytes a single thread gets: no state is shared between calls."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    headers = pa.array([[{"key": "h", "value": b"%d" % i}] if i % 3 else [] for i in range(3000)], HEADER_TYPE)
+    tables = [pa.table({"key": pa.array([b"k%d-%d" % (t, i) for i in range(3000)], pa.binary()),
+                        "value": pa.array([b"v" * (i % 97 + t) for i in range(3000)], pa.binary()),
+                        "timestamp": pa.array([1_700_000_000_000 + i * (t + 1) for i in range(3000)], pa.int64()),
+                        "headers": headers})
+              for t in range(4)]  # fmt: skip
+    kw = dict(records_per_batch=250, producer_id=9, producer_epoch=1, base_sequence=0, compression=compression)
+    alone = [encoder.encode_arrow(t, **kw) for t in tables]
+    with ThreadPoolExecutor(4) as ex:
+        for _ in range(3):
+            assert list(ex.map(lambda t: encoder.encode_arrow(t, **kw), tables)) == alone
+    assert len(set(alone)) == len(alone)
+
+
 @pytest.mark.parametrize("compression", CODECS)
 def test_encode_arrow_offsets_and_sequences_continue(encoder, codec, compression):
     table = pa.table({"value": [b"v%d" % i for i in range(25)]})

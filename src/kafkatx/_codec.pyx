@@ -26,7 +26,7 @@ import time
 from . import _control, _legacy
 from . import compression as _compression
 from ._common import (ARROW_COLUMNS, RecordList, arrow_schema, check_builder_args, encode_table, isolation_flag,
-                      one_array, timestamp_type_bits)
+                      new_aborted_pairs, one_array, timestamp_type_bits)
 from ._common import as_bytes as _as_bytes, as_headers as _as_headers
 from ._consts import COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import (
@@ -1025,14 +1025,8 @@ cdef class ReadCommittedFilter:
             return  # under read_uncommitted the list is ignored, as Kafka's consumer does
         self._check_idle()
         try:
-            for entry in aborted_transactions:
-                pid, first = int(entry[0]), int(entry[1])
-                if not (-(1 << 63) <= pid < (1 << 63) and -(1 << 63) <= first < (1 << 63)):
-                    raise ValueError(f"aborted transaction {(pid, first)!r}: producer id and first offset are int64")
-                if (pid, first) in self._seen:
-                    continue
-                self._seen.add((pid, first))
-                new.append((first, pid))
+            for pair in new_aborted_pairs(aborted_transactions, self._seen):
+                new.append(pair)
         finally:  # (the pairs before a bad one are added, as they were seen)
             if new:
                 self._pending_add(new)

@@ -22,6 +22,7 @@ from ._common import (
     as_headers,
     check_builder_args,
     isolation_flag,
+    new_aborted_pairs,
     timestamp_type_bits,
 )
 from . import compression as _compression
@@ -693,14 +694,8 @@ class ReadCommittedFilter:
         if not self._committed:
             return  # under read_uncommitted the list is ignored, as Kafka's consumer does
         self._check_idle()
-        for entry in aborted_transactions:
-            pid, first = int(entry[0]), int(entry[1])
-            if not (-(1 << 63) <= pid < (1 << 63) and -(1 << 63) <= first < (1 << 63)):
-                raise ValueError(f"aborted transaction {(pid, first)!r}: producer id and first offset are int64")
-            if (pid, first) in self._seen:
-                continue
-            self._seen.add((pid, first))
-            heapq.heappush(self._heap, (first, pid))
+        for pair in new_aborted_pairs(aborted_transactions, self._seen):
+            heapq.heappush(self._heap, pair)
 
     @property
     def pending_bytes(self) -> int:

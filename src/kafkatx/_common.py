@@ -156,6 +156,20 @@ def arrow_schema(columns=None, large_binary: bool = False, binary_view: bool = F
 ENCODE_COLUMNS = frozenset(ARROW_COLUMNS)
 
 
+def new_aborted_pairs(aborted_transactions, seen: set):
+    """``(first_offset, producer_id)`` of each ``(producer_id, first_offset)`` entry not in ``seen`` (which
+    it joins), as the read_committed filters add them; ValueError for a pair outside int64, after the pairs
+    before it were yielded."""
+    for entry in aborted_transactions:
+        pid, first = int(entry[0]), int(entry[1])
+        if not (-(1 << 63) <= pid < (1 << 63) and -(1 << 63) <= first < (1 << 63)):
+            raise ValueError(f"aborted transaction {(pid, first)!r}: producer id and first offset are int64")
+        if (pid, first) in seen:
+            continue
+        seen.add((pid, first))
+        yield first, pid
+
+
 def one_array(col):
     """A column as one array: its only chunk as it is (``ChunkedArray.combine_chunks`` copies even one chunk),
     else the chunks concatenated."""

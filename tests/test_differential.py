@@ -14,6 +14,7 @@ import warnings
 import zlib
 
 import cramjam
+import lz4.block
 import lz4.frame
 import pytest
 import zstandard
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 
 import _spec
 from _strategies import CODECS, batch_st, build, expected
+from kafkatx import compression
 from kafkatx.errors import DecompressionError
 
 with warnings.catch_warnings():
@@ -326,6 +328,59 @@ def test_lz4_bad_block_checksum_rejected(codec):
     payload[-5] ^= 0x01  # last byte of the block checksum, just before the end mark
     data = _spec.rebatch(plain, bytes(payload), 3)
     with pytest.raises(DecompressionError):
+        codec.decode_records(data)
+
+
+def _lz4_frame(blocks, flg=0x60, bd=0x40, content_size=None, trailer=b""):
+    """An LZ4 frame put together by hand: ``blocks`` of ``(bytes, stored)``, then the end mark and
+    ``trailer`` (a content checksum, when FLG says so)."""
+    desc = bytes([flg, bd]) + (struct.pack("<Q", content_size) if content_size is not None else b"")
+    out = b"\x04\x22\x4d\x18" + desc + bytes([compression._lz4_header_checksum(desc)])
+    for data, stored in blocks:
+        out += struct.pack("<I", len(data) | (0x80000000 if stored else 0)) + data
+    return out + b"\x00\x00\x00\x00" + trailer
+
+
+def test_lz4_block_is_read_without_a_size_prefix():
+    """A block's first bytes are a token and literals, never a length (cramjam < 2.11 read a 4-byte size
+    prefix there): 0x50 = five literals, which also read as a little-endian length of 0x0550."""
+    frame = _lz4_frame([(b"\x50\x05\x00\x00\x00\x01", False), (b"stored", True), (b"\x30abc", False)])
+    assert compression.decompress(3, frame) == b"\x05\x00\x00\x00\x01storedabc"
+    assert bytes(compression.decompress_view(3, frame)) == b"\x05\x00\x00\x00\x01storedabc"
+
+
+@pytest.mark.parametrize("block_checksum", [False, True], ids=["blocks", "block_checksums"])
+@pytest.mark.parametrize("flaw", ["content_checksum", "content_size"])
+def test_lz4_content_checksum_and_size_are_not_checked(codec, block_checksum, flaw):
+    """Kafka's Lz4BlockInputStream skips the content size and reads the content checksum without
+    verifying either; a frame with a wrong one decodes, whether its blocks carry checksums or not."""
+    plain, want = _plain_batch(codec, n=300)
+    recs = plain[61:]
+    payload = lz4.frame.compress(recs, block_linked=False, store_size=flaw == "content_size",
+                                 content_checksum=flaw == "content_checksum", block_checksum=block_checksum,
+                                 block_size=lz4.frame.BLOCKSIZE_MAX64KB)
+    b = bytearray(payload)
+    if flaw == "content_checksum":
+        b[-1] ^= 0x5A
+    else:
+        b[6:14] = struct.pack("<Q", len(recs) + 7)  # a wrong size, with the header checksum to match
+        b[14] = compression._lz4_header_checksum(bytes(b[4:14]))
+    with pytest.raises(RuntimeError):
+        lz4.frame.decompress(bytes(b))  # liblz4's frame decoder does check it
+    data = _spec.rebatch(plain, bytes(b), 3)
+    assert [_spec.rec_tuple(r) for r in codec.decode_records(data)] == want
+
+
+@pytest.mark.parametrize("room", ["one_byte_over", "garbage"])
+def test_lz4_bad_block_rejected(codec, room):
+    """A block that inflates past its frame's block size, or is not LZ4 at all, is a DecompressionError."""
+    plain, _ = _plain_batch(codec)
+    if room == "one_byte_over":
+        blocks = [(lz4.block.compress(b"x" * (64 * 1024 + 1), store_size=False), False)]
+    else:
+        blocks = [(b"\xff" * 40, False)]
+    data = _spec.rebatch(plain, _lz4_frame(blocks), 3)
+    with pytest.raises(DecompressionError, match="invalid lz4 payload"):
         codec.decode_records(data)
 
 

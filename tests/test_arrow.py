@@ -1346,3 +1346,37 @@ def test_buffer_cache_limit_contract(codec):
             codec.buffer_cache_limit(-1)
     finally:
         codec.buffer_cache_limit(old)
+
+
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+def test_compressed_columns_are_sized_from_the_frame_headers(compression):
+    """Compiled codec: the value column of a compressed input is sized from what its lz4 blocks or zstd
+    blocks say they inflate to, not from a fixed multiple of the compressed size. Here the values compress
+    2:1, so four times the compressed size would be twice the column: that buffer would be too large to
+    keep under this cache limit, and every decode would fault in fresh memory for its values."""
+    cy = load_backend("cython")
+    old = cy.buffer_cache_limit(0)  # start empty
+    rng = np.random.default_rng(7)
+    parts = []
+    for batch in range(10):
+        b = cy.BatchBuilder(base_offset=batch * 100, compression=compression)
+        for i in range(100):  # 10 KB values: half random, half zeros
+            last = rng.bytes(5_000) + bytes(5_000)
+            b.append(last, timestamp=1_700_000_000_000 + i)
+        parts.append(b.build())
+    log = b"".join(parts)
+    values = 1000 * 10_000
+    assert len(log) > values // 3  # (compressed about 2:1: the premise of the test)
+    try:
+        cy.buffer_cache_limit(values * 3 // 2)
+        rb = cy.decode_arrow(log, columns=["value"])
+        assert rb.num_rows == 1000 and _value_data(rb).size == values
+        del rb
+        gc.collect()
+        # the value buffer went back to the cache: it was sized near the 10 MB it holds
+        assert values <= cy.buffer_cache_bytes() <= values * 3 // 2
+        again = cy.decode_arrow(log, columns=["value"])
+        assert cy.buffer_cache_bytes() == 0  # and the next decode took it
+        assert again.column("value")[999].as_py() == last
+    finally:
+        cy.buffer_cache_limit(old)

@@ -1371,20 +1371,126 @@ cdef list _compressed_spans(const uint8_t *buf, Py_ssize_t end):
 
 
 cdef enum:
-    PRESIZE_RATIO = 4
+    PRESIZE_RATIO = 4       # a payload whose frames say nothing is guessed at 4x its size
+    PRESIZE_MAX_RATIO = 16  # and none is guessed at more than 16x (frames can be forged)
+    ZSTD_BLOCK_OUT_MAX = 128 * 1024
+
+
+cdef inline uint32_t _le32(const uint8_t *p) noexcept nogil:
+    return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef Py_ssize_t _lz4_inflated(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """What an LZ4 frame inflates to at most, from its block headers (Kafka's writers fill every block but
+    the last, so this is close); -1 if the frame does not parse that far."""
+    cdef Py_ssize_t pos, block_max, out = 0
+    cdef uint32_t size, m
+    if n < 7 or _le32(p) != 0x184D2204U or not 4 <= ((p[5] >> 4) & 7) <= 7:
+        return -1
+    block_max = (<Py_ssize_t>1) << (8 + 2 * ((p[5] >> 4) & 7))
+    pos = 7 + (8 if p[4] & 0x08 else 0) + (4 if p[4] & 0x01 else 0)  # + content size, dictionary id
+    while n - pos >= 4:
+        size = _le32(p + pos)
+        if size == 0:
+            return out
+        m = size & 0x7FFFFFFFU
+        if <Py_ssize_t>m > n - pos - 4:
+            return -1
+        out += <Py_ssize_t>m if size & 0x80000000U else min(block_max, 255 * <Py_ssize_t>m + 64)
+        pos += 4 + m + (4 if p[4] & 0x10 else 0)
+    return -1
+
+
+cdef Py_ssize_t _zstd_inflated(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """What the zstd frames of a payload inflate to at most, from their headers (a frame's content size
+    when it has one, else 128 KiB per compressed block; zstd fills every block but the last); -1 if they
+    do not parse."""
+    cdef Py_ssize_t pos = 0, out = 0, hdr, fcs_len, frame_out
+    cdef uint32_t magic, bh, bsize
+    cdef uint8_t fhd
+    cdef uint64_t fcs
+    cdef int i
+    while pos < n:
+        if n - pos < 8:
+            return -1
+        magic = _le32(p + pos)
+        if magic & 0xFFFFFFF0U == 0x184D2A50U:
+            bsize = _le32(p + pos + 4)
+            if <Py_ssize_t>bsize > n - pos - 8:
+                return -1
+            pos += 8 + bsize
+            continue
+        if magic != 0xFD2FB528U:
+            return -1
+        fhd = p[pos + 4]
+        hdr = 5 + (0 if fhd & 0x20 else 1) + (fhd & 3) + ((fhd & 3) == 3)  # + dictionary id: 0, 1, 2, 4
+        fcs_len = (1 << (fhd >> 6)) if fhd >> 6 else (1 if fhd & 0x20 else 0)  # content size: 0/1, 2, 4, 8
+        if n - pos < hdr + fcs_len:
+            return -1
+        fcs = 0
+        for i in range(fcs_len):
+            fcs |= (<uint64_t>p[pos + hdr + i]) << (8 * i)
+        if fcs_len == 2:
+            fcs += 256
+        pos += hdr + fcs_len
+        frame_out = 0
+        while True:
+            if n - pos < 3:
+                return -1
+            bh = <uint32_t>p[pos] | (<uint32_t>p[pos + 1] << 8) | (<uint32_t>p[pos + 2] << 16)
+            bsize = bh >> 3
+            if (bh >> 1) & 3 == 0:  # raw
+                if <Py_ssize_t>bsize > n - pos - 3:
+                    return -1
+                pos += 3 + bsize
+                frame_out += bsize
+            elif (bh >> 1) & 3 == 1:  # RLE
+                if n - pos < 4:
+                    return -1
+                pos += 4
+                frame_out += bsize
+            elif (bh >> 1) & 3 == 2:  # compressed
+                if <Py_ssize_t>bsize > n - pos - 3:
+                    return -1
+                pos += 3 + bsize
+                frame_out += ZSTD_BLOCK_OUT_MAX
+            else:
+                return -1
+            if bh & 1:
+                break
+        if fhd & 0x04:
+            pos += 4
+        out += <Py_ssize_t>fcs if fcs_len and <uint64_t>fcs < <uint64_t>frame_out else frame_out
+    return out
+
+
+cdef Py_ssize_t _inflated_guess(const uint8_t *p, Py_ssize_t n, int cid) noexcept nogil:
+    """How many record bytes a compressed payload of ``n`` bytes holds, for sizing the columns: from its
+    frame and block headers for lz4 and zstd, ``PRESIZE_RATIO`` times its size otherwise, and never more
+    than ``PRESIZE_MAX_RATIO`` times its size (only a guess: the columns grow if it is short)."""
+    cdef Py_ssize_t out = -1
+    if cid == 3:
+        out = _lz4_inflated(p, n)
+    elif cid == 4:
+        out = _zstd_inflated(p, n)
+    if out < 0:
+        out = n * PRESIZE_RATIO
+    return min(out, n * PRESIZE_MAX_RATIO)
 
 
 cdef void _presize_count(const uint8_t *buf, Py_ssize_t end, Py_ssize_t *rows, Py_ssize_t *payload) noexcept:
     """Add up what the columns need for the v2 batches in ``buf``: rows from the batch headers, bounded by
-    the bytes (so a forged count reserves nothing); the bytes also bound the keys and values."""
+    the bytes (so a forged count reserves little); the bytes also bound the keys and values."""
     cdef Py_ssize_t pos = 0
     cdef Py_ssize_t size = _complete_entry(buf, 0, end)
     cdef Py_ssize_t inflated
+    cdef int cid
     while size:
         if _data_with_records(buf + pos):
-            # a compressed payload is guessed at PRESIZE_RATIO times its size (more grows the buffers)
-            inflated = (size - RECORD_BATCH_OVERHEAD) * (
-                PRESIZE_RATIO if kx_load_be_i16(buf + pos + ATTRIBUTES_OFFSET) & COMPRESSION_CODEC_MASK else 1)
+            inflated = size - RECORD_BATCH_OVERHEAD
+            cid = kx_load_be_i16(buf + pos + ATTRIBUTES_OFFSET) & COMPRESSION_CODEC_MASK
+            if cid:
+                inflated = _inflated_guess(buf + pos + RECORD_BATCH_OVERHEAD, inflated, cid)
             rows[0] += min(<Py_ssize_t>kx_load_be_i32(buf + pos + RECORDS_COUNT_OFFSET), inflated // MIN_RECORD_SIZE)
             payload[0] += inflated
         pos += size

@@ -430,6 +430,30 @@ def _compress(codec_id, raw):
     return raw
 
 
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    compression=st.sampled_from(["lz4", "zstd"]),
+    values=st.lists(st.binary(max_size=3000), min_size=1, max_size=12),
+    edits=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), min_size=1, max_size=4),
+    cut=st.integers(0, 40),
+)
+def test_arrow_on_forged_frame_headers(codec, compression, values, edits, cut):
+    """decode_arrow sizes its columns from the lz4/zstd frame and block headers before it inflates
+    anything: with bytes of those headers overwritten or the payload cut short (the CRC is not checked,
+    so the payload is inflated), it reaches decode_records' verdict, rows or the same error."""
+    b = codec.BatchBuilder(base_offset=5, compression=compression)
+    for i, v in enumerate(values):
+        b.append(v, key=b"k%d" % i, timestamp=1_700_000_000_000 + i)
+    data = bytearray(b.build())
+    for off, byte in edits:
+        data[61 + off % (len(data) - 61)] = byte
+    del data[max(len(data) - cut, 61) :]  # the payload cut short inside a complete batch
+    data[8:12] = struct.pack(">i", len(data) - 12)
+    data = bytes(data)
+    check_arrow_agrees(codec, data, False, f"{compression} {edits} cut {cut}")
+
+
 # ---------------------------------------------------------------------------- targeted structures
 PREFIX = _spec.v2_batch(_spec.raw_record(value=b"ok"), count=1, base_offset=0)  # a valid batch first
 

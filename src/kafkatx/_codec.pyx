@@ -1373,7 +1373,9 @@ cdef list _compressed_spans(const uint8_t *buf, Py_ssize_t end):
 cdef enum:
     PRESIZE_RATIO = 4       # a payload whose frames say nothing is guessed at 4x its size
     PRESIZE_MAX_RATIO = 16  # and none is guessed at more than 16x (frames can be forged)
-    ZSTD_BLOCK_OUT_MAX = 128 * 1024
+    ZSTD_BLOCK_OUT_MAX = 128 * 1024  # what one zstd block inflates to at most
+    LZ4_EXPANSION = 255     # an lz4 block inflates to at most 255x its size plus a token's slack
+    LZ4_TOKEN_SLACK = 64    # (compression._LZ4_EXPANSION / _LZ4_TOKEN_SLACK, the bound it inflates with)
 
 
 cdef inline uint32_t _le32(const uint8_t *p) noexcept nogil:
@@ -1396,7 +1398,7 @@ cdef Py_ssize_t _lz4_inflated(const uint8_t *p, Py_ssize_t n) noexcept nogil:
         m = size & 0x7FFFFFFFU
         if <Py_ssize_t>m > n - pos - 4:
             return -1
-        out += <Py_ssize_t>m if size & 0x80000000U else min(block_max, 255 * <Py_ssize_t>m + 64)
+        out += <Py_ssize_t>m if size & 0x80000000U else min(block_max, LZ4_EXPANSION * <Py_ssize_t>m + LZ4_TOKEN_SLACK)
         pos += 4 + m + (4 if p[4] & 0x10 else 0)
     return -1
 

@@ -446,11 +446,11 @@ def _zstd_frames(mv):
     while pos < end:
         if end - pos < 4:
             raise DecompressionError(f"truncated zstd frame magic at payload byte {pos}")
-        (magic,) = struct.unpack_from("<I", mv, pos)
+        (magic,) = _U32LE(mv, pos)
         if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable frame
             if end - pos < 8:
                 raise DecompressionError(f"truncated zstd skippable frame at payload byte {pos}")
-            (n,) = struct.unpack_from("<I", mv, pos + 4)
+            (n,) = _U32LE(mv, pos + 4)
             if n > end - pos - 8:
                 raise DecompressionError(f"truncated zstd skippable frame at payload byte {pos}")
             pos += 8 + n

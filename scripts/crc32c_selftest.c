@@ -82,15 +82,19 @@ static uint32_t run_internal(uint32_t crc, const void *buf, size_t len)
     return ~kx_impls[cur_impl].fn(~crc, (const unsigned char *)buf, len);
 }
 
-/* kx_detect() names the best implementation; the x86 software-join one runs
- * wherever the PCLMULQDQ one does. */
+/* kx_detect() names the best implementation; on x86 each one also runs
+ * wherever a later one in kx_impls does. */
 static int impl_supported(int idx)
 {
 #if defined(KX_HAVE_X86) || defined(KX_HAVE_ARM)
     int best = kx_detect();
 #  if defined(KX_HAVE_X86)
     if (idx == KX_IMPL_X86_SOFT) {
-        return best == KX_IMPL_X86_SOFT || best == KX_IMPL_X86_CLMUL;
+        return best == KX_IMPL_X86_SOFT || best == KX_IMPL_X86_CLMUL ||
+               best == KX_IMPL_X86_VPCLMUL;
+    }
+    if (idx == KX_IMPL_X86_CLMUL) {
+        return best == KX_IMPL_X86_CLMUL || best == KX_IMPL_X86_VPCLMUL;
     }
 #  endif
     return idx == KX_IMPL_TABLE || idx == best;

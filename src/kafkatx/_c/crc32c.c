@@ -90,16 +90,28 @@
 #  endif
 #  include <nmmintrin.h> /* SSE4.2: _mm_crc32_* */
 #  include <wmmintrin.h> /* PCLMULQDQ: _mm_clmulepi64_si128 */
+#  include <immintrin.h> /* AVX-512 and VPCLMULQDQ: _mm512_clmulepi64_epi128 */
 #  if defined(KX_GNUC)
 #    define KX_TARGET_CRC __attribute__((target("sse4.2")))
 #    define KX_TARGET_CLMUL __attribute__((target("sse4.2,pclmul")))
+#    define KX_TARGET_VPCLMUL \
+        __attribute__((target("sse4.2,pclmul,avx2,avx512f,avx512vl,vpclmulqdq")))
 #  else
 #    define KX_TARGET_CRC
 #    define KX_TARGET_CLMUL
+#    define KX_TARGET_VPCLMUL
 #  endif
 /* CPUID leaf 1, ECX */
 #  define KX_CPUID1_ECX_PCLMUL (1u << 1)
 #  define KX_CPUID1_ECX_SSE42 (1u << 20)
+#  define KX_CPUID1_ECX_OSXSAVE (1u << 27)
+/* CPUID leaf 7 (subleaf 0), EBX and ECX */
+#  define KX_CPUID7_EBX_AVX2 (1u << 5)
+#  define KX_CPUID7_EBX_AVX512F (1u << 16)
+#  define KX_CPUID7_EBX_AVX512VL (1u << 31)
+#  define KX_CPUID7_ECX_VPCLMULQDQ (1u << 10)
+/* XCR0: the OS saves SSE, AVX and the three AVX-512 register states */
+#  define KX_XCR0_AVX512_STATE 0xE6u
 #endif
 
 #if defined(KX_HAVE_ARM)
@@ -516,6 +528,18 @@ static const uint32_t kx_crc32c_table[8][256] = {
 #define KX_SHIFT_64_1 0x9e4addf8u
 #define KX_SHIFT_64_2 0x0d3b6092u
 
+/* x^(D+31), x^(D-33) mod P, reflected: fold a 128-bit block D bits on. */
+#define KX_FOLD_2048_LO 0xdcb17aa4u
+#define KX_FOLD_2048_HI 0xb9e02b86u
+#define KX_FOLD_512_LO 0x740eef02u
+#define KX_FOLD_512_HI 0x9e4addf8u
+#define KX_FOLD_384_LO 0x1c291d04u
+#define KX_FOLD_384_HI 0xddc0152bu
+#define KX_FOLD_256_LO 0x3da6d0cbu
+#define KX_FOLD_256_HI 0xba4fc28eu
+#define KX_FOLD_128_LO 0xf20c0dfeu
+#define KX_FOLD_128_HI 0x493c7d27u
+
 /* x^(8 * 2^i - 33) mod P, reflected: builds the shift constant of any length. */
 #if defined(KX_HAVE_X86) || defined(KX_HAVE_ARM)
 static const uint32_t kx_crc32c_xpow[64] = {
@@ -737,6 +761,92 @@ KX_TARGET_CRC static uint32_t kx_crc_x86_soft(uint32_t s_in, const unsigned char
     KX_HW_BODY(KX_SPLIT_MIN_SOFT, KX_STREAM_MID)
 }
 
+/*
+ * Folding with VPCLMULQDQ on 512-bit registers (AVX-512).  A 16-byte block X,
+ * low qword L and high qword H each read reflected, stands for L*x^64 + H.
+ * The carry-less product of L with k = x^(D+31) mod P, read as a reflected
+ * 128-bit value, is x*L*k = L*x^(64+D), and that of H with x^(D-33) is H*x^D
+ * (the factor x as in the shift trick above): their sum is X moved D bits
+ * further down the message, reduced to 95 bits, so it can be XORed into the
+ * block found there.  The state s_in enters as the first 32 bits of the
+ * message (crc32(s, w) == crc32(0, w ^ s)).
+ *
+ * Sixteen blocks (four registers) are folded 2048 bits on per 256 bytes read,
+ * eight multiplies per step, several times the 24 bytes a cycle of three
+ * crc32 chains.  The registers are then folded into one (512 bits), further
+ * 64-byte blocks onto it, its four lanes into one (384, 256, 128 bits), further
+ * 16-byte blocks onto that (128); two crc32q instructions reduce the last
+ * 128 bits to a state, and crc32 takes the last 0-15 bytes.
+ * scripts/gen_crc32c_tables.py models every step of this in Python.
+ */
+#define KX_VPCLMUL_MIN 256
+
+KX_TARGET_VPCLMUL KX_INLINE __m512i kx_fold512(__m512i x, __m512i k, __m512i next)
+{
+    return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00),
+                                     _mm512_clmulepi64_epi128(x, k, 0x11), next,
+                                     0x96); /* a ^ b ^ c */
+}
+
+KX_TARGET_VPCLMUL static uint32_t kx_crc_x86_vpclmul(uint32_t s_in,
+                                                    const unsigned char *p, size_t n)
+{
+    __m512i x0, x1, x2, x3, k;
+    __m256i y;
+    __m128i x, k128;
+    uint64_t s;
+
+    if (n < KX_VPCLMUL_MIN) {
+        return kx_crc_x86_clmul(s_in, p, n);
+    }
+    x0 = _mm512_xor_si512(_mm512_loadu_si512((const void *)p),
+                          _mm512_maskz_set1_epi32(1, (int)s_in));
+    x1 = _mm512_loadu_si512((const void *)(p + 64));
+    x2 = _mm512_loadu_si512((const void *)(p + 128));
+    x3 = _mm512_loadu_si512((const void *)(p + 192));
+    p += 256;
+    n -= 256;
+    k = _mm512_broadcast_i32x4(_mm_set_epi64x(KX_FOLD_2048_HI, KX_FOLD_2048_LO));
+    while (n >= 256) {
+        x0 = kx_fold512(x0, k, _mm512_loadu_si512((const void *)p));
+        x1 = kx_fold512(x1, k, _mm512_loadu_si512((const void *)(p + 64)));
+        x2 = kx_fold512(x2, k, _mm512_loadu_si512((const void *)(p + 128)));
+        x3 = kx_fold512(x3, k, _mm512_loadu_si512((const void *)(p + 192)));
+        p += 256;
+        n -= 256;
+    }
+    k = _mm512_broadcast_i32x4(_mm_set_epi64x(KX_FOLD_512_HI, KX_FOLD_512_LO));
+    x1 = kx_fold512(x0, k, x1);
+    x2 = kx_fold512(x1, k, x2);
+    x3 = kx_fold512(x2, k, x3);
+    while (n >= 64) {
+        x3 = kx_fold512(x3, k, _mm512_loadu_si512((const void *)p));
+        p += 64;
+        n -= 64;
+    }
+    /* lanes 0, 1, 2 onto lane 3 (whose constants are 0: it is added as is) */
+    k = _mm512_set_epi64(0, 0, KX_FOLD_128_HI, KX_FOLD_128_LO, KX_FOLD_256_HI,
+                         KX_FOLD_256_LO, KX_FOLD_384_HI, KX_FOLD_384_LO);
+    x3 = kx_fold512(x3, k, _mm512_maskz_mov_epi64(0xC0, x3));
+    y = _mm256_xor_si256(_mm512_castsi512_si256(x3), _mm512_extracti64x4_epi64(x3, 1));
+    x = _mm_xor_si128(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1));
+    k128 = _mm_set_epi64x(KX_FOLD_128_HI, KX_FOLD_128_LO);
+    while (n >= 16) {
+        x = _mm_ternarylogic_epi64(_mm_clmulepi64_si128(x, k128, 0x00),
+                                   _mm_clmulepi64_si128(x, k128, 0x11),
+                                   _mm_loadu_si128((const __m128i *)(const void *)p), 0x96);
+        p += 16;
+        n -= 16;
+    }
+    s = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x));
+    s = _mm_crc32_u64(s, (uint64_t)_mm_extract_epi64(x, 1));
+    if (n & 8) { s = _mm_crc32_u64(s, kx_load64(p)); p += 8; }
+    if (n & 4) { s = _mm_crc32_u32((unsigned int)s, kx_load32(p)); p += 4; }
+    if (n & 2) { s = _mm_crc32_u16((unsigned int)s, kx_load16(p)); p += 2; }
+    if (n & 1) { s = _mm_crc32_u8((unsigned int)s, *p); }
+    return (uint32_t)s;
+}
+
 #undef KX_CRC_T
 #undef CRC8
 #undef CRC16
@@ -793,6 +903,7 @@ enum {
 #if defined(KX_HAVE_X86)
     KX_IMPL_X86_SOFT,
     KX_IMPL_X86_CLMUL,
+    KX_IMPL_X86_VPCLMUL,
 #endif
 #if defined(KX_HAVE_ARM)
     KX_IMPL_ARM,
@@ -805,6 +916,7 @@ static const kx_impl kx_impls[KX_IMPL_COUNT] = {
 #if defined(KX_HAVE_X86)
     {kx_crc_x86_soft, "sse4.2-3way", 1},
     {kx_crc_x86_clmul, "sse4.2-pclmul-3way", 1},
+    {kx_crc_x86_vpclmul, "avx512-vpclmulqdq-fold", 1},
 #endif
 #if defined(KX_HAVE_ARM)
     {kx_crc_arm, "armv8-crc-3way", 1},
@@ -812,6 +924,46 @@ static const kx_impl kx_impls[KX_IMPL_COUNT] = {
 };
 
 #if defined(KX_HAVE_X86) || defined(KX_HAVE_ARM)
+
+#if defined(KX_HAVE_X86)
+/* AVX-512F, AVX-512VL and VPCLMULQDQ, with the OS saving the AVX-512 state
+ * (XCR0), given CPUID leaf 1's ECX. */
+static int kx_detect_avx512_vpclmul(unsigned int ecx1)
+{
+    unsigned int ebx7, ecx7;
+    unsigned long long xcr0;
+#  if defined(KX_MSVC)
+    int regs[4];
+    __cpuid(regs, 0);
+    if (regs[0] < 7) {
+        return 0;
+    }
+    __cpuidex(regs, 7, 0);
+    ebx7 = (unsigned int)regs[1];
+    ecx7 = (unsigned int)regs[2];
+#  else
+    unsigned int eax7, edx7;
+    if (!__get_cpuid_count(7, 0, &eax7, &ebx7, &ecx7, &edx7)) {
+        return 0;
+    }
+#  endif
+    if (!(ecx1 & KX_CPUID1_ECX_OSXSAVE)) {
+        return 0;
+    }
+#  if defined(KX_MSVC)
+    xcr0 = _xgetbv(0);
+#  else
+    {
+        unsigned int lo, hi;
+        __asm__ __volatile__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        xcr0 = ((unsigned long long)hi << 32) | lo;
+    }
+#  endif
+    return (xcr0 & KX_XCR0_AVX512_STATE) == KX_XCR0_AVX512_STATE &&
+           (ebx7 & KX_CPUID7_EBX_AVX2) && (ebx7 & KX_CPUID7_EBX_AVX512F) &&
+           (ebx7 & KX_CPUID7_EBX_AVX512VL) && (ecx7 & KX_CPUID7_ECX_VPCLMULQDQ);
+}
+#endif
 
 /* Probe the CPU.  Pure: every thread gets the same answer. */
 static int kx_detect(void)
@@ -831,7 +983,10 @@ static int kx_detect(void)
     if (!(ecx & KX_CPUID1_ECX_SSE42)) {
         return KX_IMPL_TABLE;
     }
-    return (ecx & KX_CPUID1_ECX_PCLMUL) ? KX_IMPL_X86_CLMUL : KX_IMPL_X86_SOFT;
+    if (!(ecx & KX_CPUID1_ECX_PCLMUL)) {
+        return KX_IMPL_X86_SOFT;
+    }
+    return kx_detect_avx512_vpclmul(ecx) ? KX_IMPL_X86_VPCLMUL : KX_IMPL_X86_CLMUL;
 #elif defined(__APPLE__)
     return KX_IMPL_ARM; /* every Apple arm64 CPU has the CRC32 extension */
 #else

@@ -9,6 +9,7 @@ cdef extern from "crc32c.h" nogil:
 
 cdef extern from "copy.h" nogil:
     void kx_copy(unsigned char *dst, const unsigned char *src, size_t n)
+    void kx_prefetch(const void *p)
     int kx_is_ascii(const unsigned char *p, size_t n)
 
 cdef extern from "populate.h" nogil:

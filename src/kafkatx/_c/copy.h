@@ -2,10 +2,11 @@
  * copy.h -- copies of short byte strings (record keys, header keys and values).
  *
  * A call to memcpy with a length only known at run time costs more than the
- * copy itself for the 0-32 byte strings that dominate Kafka keys.  Up to 32
- * bytes, kx_copy uses two possibly overlapping fixed-size moves that cover
- * exactly [0, n): no byte outside the source or the destination is read or
- * written.  Longer strings go to memcpy.
+ * copy itself for the short strings that dominate Kafka keys and values.  Up
+ * to 128 bytes, kx_copy uses two or four possibly overlapping fixed-size moves
+ * that cover exactly [0, n): no byte outside the source or the destination is
+ * read or written.  Longer strings go to memcpy.  The source and destination
+ * never overlap (memcpy's contract), so each fixed move may store as it goes.
  */
 #ifndef KAFKATX_COPY_H
 #define KAFKATX_COPY_H
@@ -23,7 +24,17 @@
 KX_COPY_INLINE void kx_copy(unsigned char *dst, const unsigned char *src, size_t n)
 {
     if (n > 32) {
-        memcpy(dst, src, n);
+        if (n > 128) {
+            memcpy(dst, src, n);
+        } else if (n > 64) { /* 65-128: the first and the last 64 bytes */
+            memcpy(dst, src, 32);
+            memcpy(dst + 32, src + 32, 32);
+            memcpy(dst + n - 64, src + n - 64, 32);
+            memcpy(dst + n - 32, src + n - 32, 32);
+        } else { /* 33-64 */
+            memcpy(dst, src, 32);
+            memcpy(dst + n - 32, src + n - 32, 32);
+        }
     } else if (n >= 16) {
         unsigned char a[16], b[16];
         memcpy(a, src, 16);
@@ -50,6 +61,20 @@ KX_COPY_INLINE void kx_copy(unsigned char *dst, const unsigned char *src, size_t
         dst[n - 1] = z;
     }
 }
+
+/* Ask for the cache line at p to be read into the caches, without waiting
+ * for it; never faults (any address may be given).  The hint is "all levels"
+ * (prefetcht0): on the Zen 4 development machine, decode_arrow with a
+ * prefetcht1 (L2 and out) was 4% slower than without prefetching, with
+ * prefetcht0 6% faster. */
+#if defined(__GNUC__) || defined(__clang__)
+#  define kx_prefetch(p) __builtin_prefetch((const void *)(p), 0, 3)
+#elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+#  include <xmmintrin.h>
+#  define kx_prefetch(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+#else
+#  define kx_prefetch(p) ((void)(p))
+#endif
 
 /* 1 if the n bytes at p are all ASCII (< 0x80). */
 KX_COPY_INLINE int kx_is_ascii(const unsigned char *p, size_t n)

@@ -25,7 +25,7 @@ from _arrow_logs import aborted_lists, logs, split_points
 from _strategies import CODECS
 from conftest import BACKENDS, golden_cases, load_backend, load_golden
 from kafkatx._common import ARROW_COLUMNS, arrow_schema
-from kafkatx.errors import CorruptRecordError, CrcMismatchError, InvalidAppendError
+from kafkatx.errors import CorruptRecordError, CrcMismatchError, InvalidAppendError, InvalidRecordError
 from kafkatx.transactions import aborted_transactions, encode_marker
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -924,6 +924,19 @@ def test_decode_arrow_parallel(arrow, codec):
         arrow.decode_arrow_parallel(chunks[:3] + [bad], max_workers=2)
     with pytest.raises(ValueError):
         arrow.decode_arrow_parallel(chunks, max_workers=0)
+
+
+def test_decode_arrow_parallel_raises_the_first_failure_in_input_order(arrow):
+    """The calling thread drains chunks beside the pool's; whichever thread meets which failure, the error
+    raised is the one of the first failing chunk, and chunks not started when a failure is seen never are."""
+    good = load_golden("plain_none")[0]
+    crc, _ = load_golden("corrupt_crc_none")
+    count, _ = load_golden("corrupt_count_none")
+    for _ in range(20):
+        with pytest.raises(CrcMismatchError):
+            arrow.decode_arrow_parallel([crc, good, count, good], max_workers=2)
+        with pytest.raises(InvalidRecordError):
+            arrow.decode_arrow_parallel([good, count, crc], max_workers=3)
 
 
 def test_decode_arrow_parallel_same_buffers_many_threads(arrow, codec):

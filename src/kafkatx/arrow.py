@@ -391,21 +391,49 @@ def _pool(max_workers: int):
 
 
 def decode_arrow_parallel(chunks: Iterable, *, max_workers: int | None = None, **decode_kwargs) -> list:
-    """:func:`decode_arrow` of each buffer of ``chunks`` on a thread pool; results in input order.
+    """:func:`decode_arrow` of each buffer of ``chunks`` on ``max_workers`` threads; results in input order.
 
     Each chunk is decoded on its own (its own read_committed state), so give self-contained pieces:
     one per partition, or whole batches of a partition under ``read_uncommitted``.  The compiled
     decoder releases the GIL for its bulk work, so threads decode in parallel.  ``max_workers``
-    defaults to the number of CPUs; the threads live on between calls (one pool per size).
+    (the calling thread counts as one: it decodes chunks too rather than wait) defaults to the number of
+    CPUs; the other threads live on between calls (one pool per size).  If chunks fail, the error of the
+    first failing one in input order is raised, and no chunk is started after a failure.
     """
     chunks = list(chunks)
     if max_workers is not None and max_workers < 1:
         raise ValueError(f"max_workers must be at least 1, got {max_workers}")
     if max_workers is None:
         max_workers = os.cpu_count() or 1
-    if len(chunks) <= 1 or max_workers == 1:
+    workers = min(max_workers, len(chunks))
+    if workers <= 1:
         return [decode_arrow(c, **decode_kwargs) for c in chunks]
-    return list(_pool(max_workers).map(lambda c: decode_arrow(c, **decode_kwargs), chunks))
+    results: list = [None] * len(chunks)
+    errors: dict = {}
+    lock = threading.Lock()
+    todo = iter(range(len(chunks)))
+
+    def drain():
+        while True:
+            with lock:
+                i = None if errors else next(todo, None)
+            if i is None:
+                return
+            try:
+                results[i] = decode_arrow(chunks[i], **decode_kwargs)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by the caller below
+                with lock:
+                    errors[i] = exc
+
+    helpers = [_pool(workers - 1).submit(drain) for _ in range(workers - 1)]
+    try:
+        drain()
+    finally:
+        for f in helpers:
+            f.result()
+    if errors:
+        raise errors[min(errors)]
+    return results
 
 
 # ------------------------------------------------------------------------------------------- Spark

@@ -82,22 +82,14 @@ static uint32_t run_internal(uint32_t crc, const void *buf, size_t len)
     return ~kx_impls[cur_impl].fn(~crc, (const unsigned char *)buf, len);
 }
 
-/* kx_detect() names the best implementation; on x86 each one also runs
- * wherever a later one in kx_impls does. */
+/* Whether this CPU runs implementation idx (on x86 each one has its own
+ * feature check; elsewhere kx_detect() names the one hardware path). */
 static int impl_supported(int idx)
 {
-#if defined(KX_HAVE_X86) || defined(KX_HAVE_ARM)
-    int best = kx_detect();
-#  if defined(KX_HAVE_X86)
-    if (idx == KX_IMPL_X86_SOFT) {
-        return best == KX_IMPL_X86_SOFT || best == KX_IMPL_X86_CLMUL ||
-               best == KX_IMPL_X86_VPCLMUL;
-    }
-    if (idx == KX_IMPL_X86_CLMUL) {
-        return best == KX_IMPL_X86_CLMUL || best == KX_IMPL_X86_VPCLMUL;
-    }
-#  endif
-    return idx == KX_IMPL_TABLE || idx == best;
+#if defined(KX_HAVE_X86)
+    return kx_x86_can_run(idx);
+#elif defined(KX_HAVE_ARM)
+    return idx == KX_IMPL_TABLE || idx == kx_detect();
 #else
     return idx == KX_IMPL_TABLE;
 #endif

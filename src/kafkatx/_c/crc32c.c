@@ -105,12 +105,13 @@
 #  define KX_CPUID1_ECX_PCLMUL (1u << 1)
 #  define KX_CPUID1_ECX_SSE42 (1u << 20)
 #  define KX_CPUID1_ECX_OSXSAVE (1u << 27)
+#  define KX_CPUID1_ECX_AVX (1u << 28)
 /* CPUID leaf 7 (subleaf 0), EBX and ECX */
 #  define KX_CPUID7_EBX_AVX2 (1u << 5)
 #  define KX_CPUID7_EBX_AVX512F (1u << 16)
 #  define KX_CPUID7_EBX_AVX512VL (1u << 31)
 #  define KX_CPUID7_ECX_VPCLMULQDQ (1u << 10)
-/* XCR0: the OS saves SSE, AVX and the three AVX-512 register states */
+/* XCR0: the OS saves the SSE, AVX and the three AVX-512 register states */
 #  define KX_XCR0_AVX512_STATE 0xE6u
 #endif
 
@@ -926,67 +927,80 @@ static const kx_impl kx_impls[KX_IMPL_COUNT] = {
 #if defined(KX_HAVE_X86) || defined(KX_HAVE_ARM)
 
 #if defined(KX_HAVE_X86)
-/* AVX-512F, AVX-512VL and VPCLMULQDQ, with the OS saving the AVX-512 state
- * (XCR0), given CPUID leaf 1's ECX. */
-static int kx_detect_avx512_vpclmul(unsigned int ecx1)
+static void kx_cpuid(unsigned int leaf, unsigned int sub, unsigned int r[4])
 {
-    unsigned int ebx7, ecx7;
-    unsigned long long xcr0;
 #  if defined(KX_MSVC)
     int regs[4];
-    __cpuid(regs, 0);
-    if (regs[0] < 7) {
-        return 0;
-    }
-    __cpuidex(regs, 7, 0);
-    ebx7 = (unsigned int)regs[1];
-    ecx7 = (unsigned int)regs[2];
+    __cpuidex(regs, (int)leaf, (int)sub);
+    r[0] = (unsigned int)regs[0];
+    r[1] = (unsigned int)regs[1];
+    r[2] = (unsigned int)regs[2];
+    r[3] = (unsigned int)regs[3];
 #  else
-    unsigned int eax7, edx7;
-    if (!__get_cpuid_count(7, 0, &eax7, &ebx7, &ecx7, &edx7)) {
-        return 0;
+    if (!__get_cpuid_count(leaf, sub, &r[0], &r[1], &r[2], &r[3])) {
+        r[0] = r[1] = r[2] = r[3] = 0;
     }
 #  endif
+}
+
+/* The register states the OS saves on a context switch (XCR0); 0 without OSXSAVE. */
+static unsigned long long kx_xcr0(unsigned int ecx1)
+{
     if (!(ecx1 & KX_CPUID1_ECX_OSXSAVE)) {
         return 0;
     }
 #  if defined(KX_MSVC)
-    xcr0 = _xgetbv(0);
+    return _xgetbv(0);
 #  else
     {
         unsigned int lo, hi;
         __asm__ __volatile__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-        xcr0 = ((unsigned long long)hi << 32) | lo;
+        return ((unsigned long long)hi << 32) | lo;
     }
 #  endif
-    return (xcr0 & KX_XCR0_AVX512_STATE) == KX_XCR0_AVX512_STATE &&
-           (ebx7 & KX_CPUID7_EBX_AVX2) && (ebx7 & KX_CPUID7_EBX_AVX512F) &&
-           (ebx7 & KX_CPUID7_EBX_AVX512VL) && (ecx7 & KX_CPUID7_ECX_VPCLMULQDQ);
+}
+
+/* 1 if this CPU (and OS) can run implementation idx of kx_impls. */
+static int kx_x86_can_run(int idx)
+{
+    unsigned int r1[4], r0[4], r7[4] = {0, 0, 0, 0};
+    unsigned long long xcr0;
+    kx_cpuid(0, 0, r0);
+    kx_cpuid(1, 0, r1);
+    if (r0[0] >= 7) {
+        kx_cpuid(7, 0, r7);
+    }
+    xcr0 = kx_xcr0(r1[2]);
+    switch (idx) {
+    case KX_IMPL_TABLE:
+        return 1;
+    case KX_IMPL_X86_SOFT:
+        return (r1[2] & KX_CPUID1_ECX_SSE42) != 0;
+    case KX_IMPL_X86_CLMUL:
+        return (r1[2] & KX_CPUID1_ECX_SSE42) && (r1[2] & KX_CPUID1_ECX_PCLMUL);
+    case KX_IMPL_X86_VPCLMUL:
+        return kx_x86_can_run(KX_IMPL_X86_CLMUL) && (r1[2] & KX_CPUID1_ECX_AVX) &&
+               (xcr0 & KX_XCR0_AVX512_STATE) == KX_XCR0_AVX512_STATE &&
+               (r7[1] & KX_CPUID7_EBX_AVX2) && (r7[1] & KX_CPUID7_EBX_AVX512F) &&
+               (r7[1] & KX_CPUID7_EBX_AVX512VL) && (r7[2] & KX_CPUID7_ECX_VPCLMULQDQ);
+    default:
+        return 0;
+    }
 }
 #endif
 
-/* Probe the CPU.  Pure: every thread gets the same answer. */
+/* Probe the CPU: the last implementation in kx_impls it can run.  Pure: every
+ * thread gets the same answer. */
 static int kx_detect(void)
 {
 #if defined(KX_HAVE_X86)
-    unsigned int ecx;
-#  if defined(KX_MSVC)
-    int regs[4];
-    __cpuid(regs, 1);
-    ecx = (unsigned int)regs[2];
-#  else
-    unsigned int eax, ebx, edx;
-    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
-        return KX_IMPL_TABLE;
+    int idx;
+    for (idx = KX_IMPL_COUNT - 1; idx > KX_IMPL_TABLE; idx--) {
+        if (kx_x86_can_run(idx)) {
+            return idx;
+        }
     }
-#  endif
-    if (!(ecx & KX_CPUID1_ECX_SSE42)) {
-        return KX_IMPL_TABLE;
-    }
-    if (!(ecx & KX_CPUID1_ECX_PCLMUL)) {
-        return KX_IMPL_X86_SOFT;
-    }
-    return kx_detect_avx512_vpclmul(ecx) ? KX_IMPL_X86_VPCLMUL : KX_IMPL_X86_CLMUL;
+    return KX_IMPL_TABLE;
 #elif defined(__APPLE__)
     return KX_IMPL_ARM; /* every Apple arm64 CPU has the CRC32 extension */
 #else

@@ -430,7 +430,8 @@ def decode_arrow_parallel(chunks: Iterable, *, max_workers: int | None = None, *
         drain()
     finally:
         for f in helpers:
-            f.result()
+            if not f.cancel():  # (one that has not started has nothing left to do: it is not waited for)
+                f.result()
     if errors:
         raise errors[min(errors)]
     return results

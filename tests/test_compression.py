@@ -97,3 +97,23 @@ def test_payload_larger_than_the_kept_buffer_gets_its_own():
     assert bytes(decompress_view(LZ4, compression.compress(LZ4, big))) == big
     # the thread kept its small buffer rather than the big one
     assert len(compression._scratch.buf) <= compression.SCRATCH_KEEP_MAX
+
+
+@pytest.mark.parametrize("size", [1, 120_000, compression.ZSTD_OWN_OUTPUT_MAX, compression.ZSTD_OWN_OUTPUT_MAX + 1])
+@pytest.mark.parametrize("content_size", [True, False])
+def test_zstd_single_frame_on_either_side_of_its_own_output_bound(size, content_size):
+    """One zstd frame inflates with the thread's context into bytes of its own up to ZSTD_OWN_OUTPUT_MAX,
+    beyond it into the reusable buffer; both give the payload, with or without a content size."""
+    import zstandard
+
+    data = (bytes(range(256)) * (size // 256 + 1))[:size]
+    packed = zstandard.ZstdCompressor(level=1, write_content_size=content_size).compress(data)
+    for _ in range(2):  # the second call reuses the thread's context
+        assert decompress(ZSTD, packed) == data
+        assert bytes(decompress_view(ZSTD, packed)) == data
+    # a damaged block is a DecompressionError from libzstd (the frame's checksum makes sure it is caught)
+    checked = bytearray(zstandard.ZstdCompressor(level=1, write_content_size=content_size,
+                                                 write_checksum=True).compress(data))
+    checked[-5] ^= 0xFF  # the last byte of the last block, before the checksum
+    with pytest.raises(DecompressionError, match="invalid zstd payload"):
+        decompress(ZSTD, bytes(checked))

@@ -236,10 +236,11 @@ cdef class _Columns:
             g_reserve(&self.timestamp, rows * 8)
         if want & COL_TIMESTAMP_TYPE:
             g_reserve(&self.ts_type, rows)
-        if want & COL_KEY:
-            _bin_reserve(&self.key, rows, 0 if self.views else key_payload, self.large or self.views)
+        # values before keys: the larger column takes the larger idle buffer (best fit, largest first)
         if want & COL_VALUE:
             _bin_reserve(&self.value, rows, 0 if self.views else payload, self.large or self.views)
+        if want & COL_KEY:
+            _bin_reserve(&self.key, rows, 0 if self.views else key_payload, self.large or self.views)
         if want & COL_HEADERS:
             g_reserve(&self.h_list_offsets, rows * 4)
         if want & COL_PRODUCER_ID:

@@ -1299,7 +1299,7 @@ def test_column_memory_is_recycled_only_when_no_array_uses_it():
 
 
 def _decode_counting_fresh_memory(cy, log):
-    """``(decode_arrow(log), (bytes, ))``: bytes the call took from Arrow's default pool beyond the result's
+    """``(decode_arrow(log), bytes)``: bytes the call took from Arrow's default pool beyond the result's
     buffers of under 1 MiB, which are never recycled.  Under 1 MiB when every larger buffer was recycled."""
     import pyarrow as pa
 
@@ -1308,7 +1308,7 @@ def _decode_counting_fresh_memory(cy, log):
     out = cy.decode_arrow(log)
     fresh = pool.total_bytes_allocated() - before
     small = sum(b.size for col in out.columns for b in col.buffers() if b is not None and b.size < 1 << 20)
-    return out, (fresh - small,)
+    return out, fresh - small
 
 
 def test_decode_after_decode_reuses_every_large_buffer():
@@ -1346,7 +1346,7 @@ def test_decode_after_decode_reuses_every_large_buffer():
             again, fresh_large = _decode_counting_fresh_memory(cy, log)
             assert cy.buffer_cache_bytes() == busy  # nothing more left idle than the call before
             assert set(large_buffers(again)) == set(seen)
-            assert fresh_large[0] < 1 << 20  # every large buffer in recycled memory
+            assert fresh_large < 1 << 20  # every large buffer in recycled memory
             del again
             gc.collect()
             assert cy.buffer_cache_bytes() == idle
@@ -1388,7 +1388,7 @@ def test_compressed_decode_after_uncompressed_one_reaches_a_steady_state():
             cy.decode_arrow(packed)
             gc.collect()
         for _ in range(3):
-            out, (fresh,) = _decode_counting_fresh_memory(cy, packed)
+            out, fresh = _decode_counting_fresh_memory(cy, packed)
             assert fresh < 1 << 20, f"{fresh:,} bytes of fresh large column memory in a steady-state call"
             assert out.column("value").to_pylist() == expected
             del out

@@ -6,6 +6,7 @@ import threading
 
 import lz4.frame
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -104,8 +105,6 @@ def test_payload_larger_than_the_kept_buffer_gets_its_own():
 def test_zstd_single_frame_on_either_side_of_its_own_output_bound(size, content_size):
     """One zstd frame inflates with the thread's context into bytes of its own up to ZSTD_OWN_OUTPUT_MAX,
     beyond it into the reusable buffer; both give the payload, with or without a content size."""
-    import zstandard
-
     data = (bytes(range(256)) * (size // 256 + 1))[:size]
     packed = zstandard.ZstdCompressor(level=1, write_content_size=content_size).compress(data)
     for _ in range(2):  # the second call reuses the thread's context

@@ -110,9 +110,32 @@ def test_zstd_single_frame_on_either_side_of_its_own_output_bound(size, content_
     for _ in range(2):  # the second call reuses the thread's context
         assert decompress(ZSTD, packed) == data
         assert bytes(decompress_view(ZSTD, packed)) == data
+    assert decompress(ZSTD, packed, size) == data  # a limit of exactly the payload's size lets it through
+    with pytest.raises(DecompressedSizeError):
+        decompress(ZSTD, packed, size - 1)
     # a damaged block is a DecompressionError from libzstd (the frame's checksum makes sure it is caught)
     checked = bytearray(zstandard.ZstdCompressor(level=1, write_content_size=content_size,
                                                  write_checksum=True).compress(data))
     checked[-5] ^= 0xFF  # the last byte of the last block, before the checksum
     with pytest.raises(DecompressionError, match="invalid zstd payload"):
         decompress(ZSTD, bytes(checked))
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compress_reads_any_bytes_like_input_as_its_bytes(codec):
+    """The builders hand the compressors a view of their own buffer, read in place; any other bytes-like
+    input (a bytearray, a slice, a strided view, an array of wider items) compresses as its bytes do."""
+    import array
+
+    cid = compression.codec_id(codec)
+    data = b"".join(b"record %d, " % i for i in range(20_000))
+    wide = array.array("i", range(5_000))
+    cases = [
+        (bytearray(data), data),
+        (memoryview(data)[7:], data[7:]),
+        (memoryview(data)[::3], data[::3]),  # not contiguous: copied first
+        (wide, wide.tobytes()),
+    ]
+    for given, as_bytes in cases:
+        assert decompress(cid, compression.compress(cid, given)) == as_bytes
+        assert compression.compress(cid, given) == compression.compress(cid, as_bytes)

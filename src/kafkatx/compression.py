@@ -83,6 +83,15 @@ def _import(module: str, codec: str):
         ) from exc
 
 
+def _contiguous(data):
+    """``data`` itself when the compressors can read it in place (a C-contiguous byte buffer, as the
+    builders pass: a view of their own buffer), else a ``bytes`` copy of it."""
+    if type(data) is bytes:
+        return data
+    mv = memoryview(data)
+    return mv if mv.c_contiguous and mv.itemsize == 1 else bytes(mv)
+
+
 def _too_big(max_size: int) -> DecompressedSizeError:
     return DecompressedSizeError(
         f"decompressed payload exceeds max_decompressed_size={max_size} bytes; "
@@ -124,6 +133,7 @@ def _gzip(data, level: int | None) -> bytes:
     if not (lvl == -1 or 1 <= lvl <= 9):
         raise ValueError(f"gzip compression level must be 1..9, got {level}")
     # the 10-byte header java.util.zip.GZIPOutputStream writes: no flags, mtime 0, XFL 0, OS 255
+    data = _contiguous(data)
     c = zlib.compressobj(lvl, zlib.DEFLATED, -15)
     body = c.compress(data) + c.flush()
     trailer = struct.pack("<II", zlib.crc32(data) & 0xFFFFFFFF, len(memoryview(data).cast("B")) & 0xFFFFFFFF)
@@ -190,10 +200,10 @@ def _unsnappy(data, max_size: int) -> bytes:
 
 def _snappy(data) -> bytes:
     snappy = _import("cramjam", "snappy").snappy
-    mv = memoryview(data)
+    mv = memoryview(_contiguous(data))
     parts = [XERIAL_HEADER]
     for start in range(0, len(mv), XERIAL_BLOCK_SIZE):
-        block = bytes(snappy.compress_raw(bytes(mv[start : start + XERIAL_BLOCK_SIZE])))
+        block = bytes(snappy.compress_raw(mv[start : start + XERIAL_BLOCK_SIZE]))
         parts.append(struct.pack(">i", len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -426,7 +436,7 @@ def _lz4(data, level: int | None) -> bytes:
     # Kafka: level 9 (the default) uses the fast compressor, other levels the high-compression one
     lvl = 0 if level in (None, 9) else min(level, 16)
     return frame.compress(
-        bytes(data),
+        _contiguous(data),
         compression_level=lvl,
         block_size=frame.BLOCKSIZE_MAX64KB,
         block_linked=False,
@@ -527,10 +537,12 @@ ZSTD_OWN_OUTPUT_MAX = 1 << 20
 _local = threading.local()
 
 
-def _zstd_decompressor(zstd):
+def _zstd_decompressor(zstd=None):
     """One decompression context per thread (contexts are reusable but not thread-safe)."""
     dctx = getattr(_local, "zstd", None)
     if dctx is None:
+        if zstd is None:
+            zstd = _import("zstandard", "zstd")
         dctx = _local.zstd = zstd.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
     return dctx
 
@@ -538,16 +550,16 @@ def _zstd_decompressor(zstd):
 def _unzstd(data, max_size: int, sink: _Sink):
     mv = memoryview(data)
     frames = list(_zstd_frames(mv))
+    if len(frames) == 1:  # what Kafka's producers write: checked first, it is on every zstd batch's path
+        start, stop, bound = frames[0]
+        if 0 < bound <= ZSTD_OWN_OUTPUT_MAX and bound <= max_size:
+            try:
+                return _zstd_decompressor().decompress(mv[start:stop], max_output_size=bound)
+            except Exception as exc:  # zstandard.ZstdError
+                raise DecompressionError(f"invalid zstd payload: {exc}") from None
     total_bound = sum(bound for _, _, bound in frames)
     if total_bound > max_size or not all(0 < bound <= ZSTD_ONE_SHOT_MAX for _, _, bound in frames):
         return _unzstd_streaming(mv, frames, max_size)
-    if len(frames) == 1 and frames[0][2] <= ZSTD_OWN_OUTPUT_MAX:
-        start, stop, bound = frames[0]
-        dctx = _zstd_decompressor(_import("zstandard", "zstd"))
-        try:
-            return dctx.decompress(mv[start:stop], max_output_size=bound)
-        except Exception as exc:  # zstandard.ZstdError
-            raise DecompressionError(f"invalid zstd payload: {exc}") from None
     # every frame in one call into the room its walk bounds (about twice as fast as a streaming object)
     return _inflate_into(sink, "zstd", [(mv[start:stop], bound) for start, stop, bound in frames])
 
@@ -583,7 +595,7 @@ def _zstd(data, level: int | None) -> bytes:
     lvl = 3 if level is None else level
     if not -131072 <= lvl <= 22:
         raise ValueError(f"zstd compression level must be -131072..22, got {level}")
-    return _zstd_compressor(zstd, lvl).compress(bytes(data))
+    return _zstd_compressor(zstd, lvl).compress(_contiguous(data))
 
 
 def _zstd_compressor(zstd, level: int):

@@ -25,6 +25,8 @@ else:
         ldflags += ["-fsanitize=address,undefined"]
 
 macros = [("CYTHON_TRACE_NOGIL", "1")] if debug else []
+# dlopen and pthread keys (_c/syszstd.h) live in libc from glibc 2.34 on, in libdl/libpthread before
+libraries = ["dl", "pthread"] if sys.platform.startswith("linux") else []
 
 extensions = [
     Extension(
@@ -34,6 +36,7 @@ extensions = [
         depends=sorted(glob.glob("src/kafkatx/_c/*.h")),  # rebuild when a C header changes
         extra_compile_args=cflags,
         extra_link_args=ldflags,
+        libraries=libraries,
         define_macros=macros,
     ),
 ]

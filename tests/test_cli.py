@@ -514,6 +514,12 @@ def test_version(capfd):
     assert code == 0
     assert out.startswith(f"kafkatx {kafkatx.__version__} ")
     assert f"backend: {kafkatx.BACKEND}" in out
+    if kafkatx.BACKEND == "cython":
+        from kafkatx import _codec
+
+        assert f"CRC-32C: {_codec.CRC32C_IMPL}" in out
+        v = _codec.ZSTD_SYSTEM_VERSION
+        assert ("zstd frames: system libzstd 1." if v else "zstd frames: python-zstandard") in out
 
 
 def test_help_and_missing_command(capfd):

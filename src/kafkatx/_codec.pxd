@@ -17,6 +17,11 @@ cdef extern from "populate.h" nogil:
     long long kx_pread(int fd, unsigned char *buf, size_t n, long long offset)
     void kx_advise_huge(void *p, size_t n)
 
+cdef extern from "syszstd.h" nogil:
+    unsigned kx_syszstd_version()
+    void kx_syszstd_disable()
+    long long kx_syszstd_decompress(void *dst, size_t cap, const void *src, size_t n)
+
 cdef extern from "record.h" nogil:
     ctypedef enum RecErr:
         E_PREMATURE_EOF

@@ -8,7 +8,7 @@ caller's buffer and the batch base offset.
 """
 
 cimport cython
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_Append
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
@@ -60,6 +60,54 @@ LAYOUT = {
     "CONTROL_FLAG_MASK": CONTROL_FLAG_MASK, "DELETE_HORIZON_FLAG_MASK": DELETE_HORIZON_FLAG_MASK,
 }
 CRC32C_IMPL = kx_crc32c_impl_name().decode()
+
+
+# ------------------------------------------------------------------------------------ system libzstd
+def _zstd_frame_into(src, out):
+    """Inflate the zstd frame ``src`` into the writable buffer ``out`` with the system's libzstd (see
+    ``_c/syszstd.h``), without the GIL: the bytes written, or -1 if libzstd rejects it (corrupt, or more
+    than ``len(out)`` bytes) and -2 if it could not make a context (the caller then asks python-zstandard,
+    which names the error)."""
+    cdef Py_buffer s, o
+    cdef long long n
+    PyObject_GetBuffer(src, &s, PyBUF_SIMPLE)
+    try:
+        PyObject_GetBuffer(out, &o, PyBUF_WRITABLE)
+        try:
+            with nogil:
+                n = kx_syszstd_decompress(o.buf, <size_t>o.len, s.buf, <size_t>s.len)
+        finally:
+            PyBuffer_Release(&o)
+    finally:
+        PyBuffer_Release(&s)
+    return n
+
+
+def _zstd_frame_bytes(src, Py_ssize_t bound):
+    """``_zstd_frame_into`` into a new ``bytes`` of at most ``bound`` bytes; None where it gives < 0."""
+    cdef Py_buffer s
+    cdef long long n
+    cdef object out = PyBytes_FromStringAndSize(NULL, bound)
+    cdef char *dst = PyBytes_AS_STRING(out)
+    PyObject_GetBuffer(src, &s, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            n = kx_syszstd_decompress(dst, <size_t>bound, s.buf, <size_t>s.len)
+    finally:
+        PyBuffer_Release(&s)
+    if n < 0:
+        return None
+    return out if n == bound else out[:n]
+
+
+if os.environ.get("KAFKATX_SYSTEM_ZSTD") == "0":
+    kx_syszstd_disable()
+# x*10000 + y*100 + z of the system libzstd that inflates zstd batches' single frames, 0 when there is none
+# (python-zstandard inflates them then; KAFKATX_SYSTEM_ZSTD=0 asks for that)
+ZSTD_SYSTEM_VERSION = kx_syszstd_version()
+if ZSTD_SYSTEM_VERSION:
+    _compression._zstd_into = _zstd_frame_into
+    _compression._zstd_bytes = _zstd_frame_bytes
 
 __all__ = [
     "BACKEND", "crc32c", "Record", "RecordBatch", "BatchIterator", "RecordList", "ReadCommittedFilter",

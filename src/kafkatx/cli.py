@@ -828,7 +828,15 @@ def _demo_workload(records: int) -> int:
 
 # ------------------------------------------------------------------------------------------ version
 def cmd_version(args) -> int:
-    _out(f"kafkatx {kafkatx.__version__} (backend: {kafkatx.BACKEND}; Python {sys.version.split()[0]})")
+    parts = [f"backend: {kafkatx.BACKEND}"]
+    if kafkatx.BACKEND == "cython":
+        from . import _codec
+
+        v = _codec.ZSTD_SYSTEM_VERSION
+        parts.append(f"CRC-32C: {_codec.CRC32C_IMPL}")
+        parts.append("zstd frames: " + (f"system libzstd {v // 10000}.{v // 100 % 100}.{v % 100}" if v else "python-zstandard"))
+    parts.append(f"Python {sys.version.split()[0]}")
+    _out(f"kafkatx {kafkatx.__version__} ({'; '.join(parts)})")
     return EXIT_OK
 
 

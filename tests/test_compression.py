@@ -184,6 +184,21 @@ def test_zstd_frames_inflate_alike_with_either_inflater(zstd_inflater, data, lev
     assert bytes(decompress_view(ZSTD, packed)) == data
 
 
+@pytest.mark.skipif(not _codec.ZSTD_SYSTEM_VERSION, reason="no system libzstd to call")
+def test_the_system_zstd_bytes_are_exactly_the_frame_s_content():
+    """A new bytes of the walk's bound, shrunk in place to what the frame held (no content size: bounded
+    at 128 KiB a block); a bound too small is a rejection (None), never a write past it."""
+    data = b"".join(b"rec %d;" % i for i in range(20_000))  # 188,890 bytes: two blocks
+    frame = zstandard.ZstdCompressor(level=3, write_content_size=False).compress(data)
+    got = _codec._zstd_frame_bytes(frame, 2 * 128 * 1024)
+    assert type(got) is bytes and got == data
+    assert sys.getrefcount(got) == 2  # ours and getrefcount's argument: the shrink left no extra reference
+    assert _codec._zstd_frame_bytes(frame, len(data)) == data  # exactly the size: returned as made
+    assert _codec._zstd_frame_bytes(frame, len(data) - 1) is None
+    out = bytearray(len(data) - 1)
+    assert _codec._zstd_frame_into(frame, out) == -1
+
+
 def test_a_rejected_zstd_frame_gets_the_same_error_from_either_inflater(zstd_inflater):
     data = bytes(range(256)) * 400
     checked = bytearray(zstandard.ZstdCompressor(level=1, write_checksum=True).compress(data))

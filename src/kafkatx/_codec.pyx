@@ -12,7 +12,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyOb
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_Append
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport (INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
                           uint32_t, uint64_t)
@@ -41,6 +41,7 @@ from .errors import (
 
 cdef extern from "Python.h":
     object PyMemoryView_FromMemory(char *mem, Py_ssize_t size, int flags)
+    int _PyBytes_Resize(PyObject **string, Py_ssize_t newsize) except -1
     int PyBUF_READ
     bint PyBytes_CheckExact(object o)
 
@@ -89,6 +90,7 @@ def _zstd_frame_bytes(src, Py_ssize_t bound):
     cdef long long n
     cdef object out = PyBytes_FromStringAndSize(NULL, bound)
     cdef char *dst = PyBytes_AS_STRING(out)
+    cdef PyObject *sole
     PyObject_GetBuffer(src, &s, PyBUF_SIMPLE)
     try:
         with nogil:
@@ -97,7 +99,16 @@ def _zstd_frame_bytes(src, Py_ssize_t bound):
         PyBuffer_Release(&s)
     if n < 0:
         return None
-    return out if n == bound else out[:n]
+    if n == bound:
+        return out
+    # shrink in place rather than copy: a frame without a content size is bounded at 128 KiB a block
+    sole = <PyObject *>out
+    Py_INCREF(out)
+    out = None  # ``sole`` now holds the only reference, as _PyBytes_Resize requires
+    _PyBytes_Resize(&sole, <Py_ssize_t>n)  # on failure it frees the object, sets sole to NULL and raises
+    out = <object>sole
+    Py_DECREF(out)  # the reference ``sole`` held is now ``out``'s
+    return out
 
 
 if os.environ.get("KAFKATX_SYSTEM_ZSTD") == "0":

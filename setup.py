@@ -25,7 +25,7 @@ else:
         ldflags += ["-fsanitize=address,undefined"]
 
 macros = [("CYTHON_TRACE_NOGIL", "1")] if debug else []
-# dlopen and pthread keys (_c/syszstd.h) live in libc from glibc 2.34 on, in libdl/libpthread before
+# dlopen and pthread keys (_c/syslib.h) live in libc from glibc 2.34 on, in libdl/libpthread before
 libraries = ["dl", "pthread"] if sys.platform.startswith("linux") else []
 
 extensions = [

@@ -519,7 +519,9 @@ def test_version(capfd):
 
         assert f"CRC-32C: {_codec.CRC32C_IMPL}" in out
         v = _codec.ZSTD_SYSTEM_VERSION
-        assert ("zstd frames: system libzstd 1." if v else "zstd frames: python-zstandard") in out
+        assert ("zstd: system libzstd 1." if v else "zstd: python-zstandard") in out
+        v = _codec.LZ4_SYSTEM_VERSION
+        assert ("lz4: system liblz4 1." if v else "lz4: cramjam") in out
 
 
 def test_help_and_missing_command(capfd):

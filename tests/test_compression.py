@@ -145,7 +145,7 @@ def test_compress_reads_any_bytes_like_input_as_its_bytes(codec):
 
 
 # ------------------------------------------------------------------ zstd frames through the system libzstd
-# Where the compiled codec loads the system's libzstd (_c/syszstd.h), single zstd frames inflate with it;
+# Where the compiled codec loads the system's libzstd (_c/syslib.h), single zstd frames inflate with it;
 # python-zstandard does the rest, and names the error of any frame libzstd rejects.  Each test below runs
 # with both inflaters and expects the same results and the same errors.
 from kafkatx import _codec  # noqa: E402
@@ -280,9 +280,9 @@ def test_a_finished_threads_zstd_context_is_freed(zstd_inflater):
     assert _rss_bytes() - before < 8 << 20
 
 
-def test_kafkatx_system_zstd_0_keeps_python_zstandard():
+def test_kafkatx_system_libs_0_keeps_the_python_packages():
     code = ("import kafkatx._codec as c, kafkatx.compression as k;"
-            "print(c.ZSTD_SYSTEM_VERSION, k._zstd_into, k._zstd_bytes)")
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "KAFKATX_SYSTEM_ZSTD": "0"},
+            "print(c.ZSTD_SYSTEM_VERSION, c.LZ4_SYSTEM_VERSION, k._zstd_into, k._zstd_bytes)")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "KAFKATX_SYSTEM_LIBS": "0"},
                          capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["0", "None", "None"]
+    assert out.split() == ["0", "0", "None", "None"]

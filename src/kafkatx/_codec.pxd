@@ -17,10 +17,14 @@ cdef extern from "populate.h" nogil:
     long long kx_pread(int fd, unsigned char *buf, size_t n, long long offset)
     void kx_advise_huge(void *p, size_t n)
 
-cdef extern from "syszstd.h" nogil:
+cdef extern from "syslib.h" nogil:
+    void kx_syslib_disable()
     unsigned kx_syszstd_version()
-    void kx_syszstd_disable()
     long long kx_syszstd_decompress(void *dst, size_t cap, const void *src, size_t n)
+    unsigned kx_syslz4_version()
+    long long kx_syslz4_block(void *dst, size_t cap, const void *src, size_t n)
+    unsigned char *kx_scratch_acquire(size_t n)
+    void kx_scratch_release()
 
 cdef extern from "record.h" nogil:
     ctypedef enum RecErr:

@@ -63,10 +63,12 @@ LAYOUT = {
 CRC32C_IMPL = kx_crc32c_impl_name().decode()
 
 
-# ------------------------------------------------------------------------------------ system libzstd
+# ---------------------------------------------------------------------- system libzstd and liblz4
+# (_c/syslib.h) The decoders inflate the payloads producers write with these, in C (_inflate_fast);
+# the compression module's paths use the first two where the libraries could be loaded.
 def _zstd_frame_into(src, out):
     """Inflate the zstd frame ``src`` into the writable buffer ``out`` with the system's libzstd (see
-    ``_c/syszstd.h``), without the GIL: the bytes written, or -1 if libzstd rejects it (corrupt, or more
+    ``_c/syslib.h``), without the GIL: the bytes written, or -1 if libzstd rejects it (corrupt, or more
     than ``len(out)`` bytes) and -2 if it could not make a context (the caller then asks python-zstandard,
     which names the error)."""
     cdef Py_buffer s, o
@@ -111,14 +113,190 @@ def _zstd_frame_bytes(src, Py_ssize_t bound):
     return out
 
 
-if os.environ.get("KAFKATX_SYSTEM_ZSTD") == "0":
-    kx_syszstd_disable()
-# x*10000 + y*100 + z of the system libzstd that inflates zstd batches' single frames, 0 when there is none
-# (python-zstandard inflates them then; KAFKATX_SYSTEM_ZSTD=0 asks for that)
+if os.environ.get("KAFKATX_SYSTEM_LIBS") == "0":
+    kx_syslib_disable()
+# x*10000 + y*100 + z of the system libzstd and liblz4 the decoders use, 0 where there is none
+# (python-zstandard and cramjam inflate everything then; KAFKATX_SYSTEM_LIBS=0 asks for that)
 ZSTD_SYSTEM_VERSION = kx_syszstd_version()
+LZ4_SYSTEM_VERSION = kx_syslz4_version()
 if ZSTD_SYSTEM_VERSION:
     _compression._zstd_into = _zstd_frame_into
     _compression._zstd_bytes = _zstd_frame_bytes
+
+cdef bint _SYS_ZSTD = ZSTD_SYSTEM_VERSION != 0
+cdef bint _SYS_LZ4 = LZ4_SYSTEM_VERSION != 0
+
+# lz4 frame header checksums by FLG << 8 | BD (what Kafka's writers put in a frame descriptor without a
+# content size), -1 until compression._lz4_header_checksum (xxHash32) has given one
+cdef int16_t _LZ4_HC[65536]
+for _i in range(65536):
+    _LZ4_HC[_i] = -1
+
+
+cdef Py_ssize_t _lz4_frame_bound(const uint8_t *p, Py_ssize_t n) except -2:
+    """What an lz4 frame as Kafka's producers write it inflates to at most (compression._lz4_frame_end's
+    bound), or -1 for anything else: a header Kafka would reject, a content size or block checksums, a
+    block past the payload or the end mark missing.  The Python path takes those, and names the error."""
+    cdef uint8_t flg, bd
+    cdef int hc
+    cdef Py_ssize_t pos = 7, block_max, m, bound = 0
+    cdef uint32_t size
+    if n < 7 or _le32(p) != 0x184D2204U:
+        return -1
+    flg = p[4]
+    bd = p[5]
+    # FLG: version 01, independent blocks, no block checksums, no content size, no reserved bits or
+    # dictionary id (a content checksum or not); BD: a block size of 64 KiB to 4 MiB, no reserved bits
+    if (flg & 0xFB) != 0x60 or (bd & 0x8F) or ((bd >> 4) & 7) < 4:
+        return -1
+    hc = _LZ4_HC[(flg << 8) | bd]
+    if hc < 0:
+        hc = _LZ4_HC[(flg << 8) | bd] = _compression._lz4_header_checksum(bytes((flg, bd)))
+    if p[6] != hc:
+        return -1
+    block_max = (<Py_ssize_t>1) << (8 + 2 * ((bd >> 4) & 7))
+    while True:
+        if n - pos < 4:
+            return -1
+        size = _le32(p + pos)
+        pos += 4
+        if size == 0:
+            break
+        m = size & 0x7FFFFFFFU
+        if m > block_max or m > n - pos:
+            return -1
+        bound += m if size & 0x80000000U else min(block_max, LZ4_EXPANSION * m + LZ4_TOKEN_SLACK)
+        pos += m
+    if flg & 0x04 and n - pos < 4:  # the content checksum (read past, as Kafka does)
+        return -1
+    return bound
+
+
+cdef Py_ssize_t _lz4_frame_inflate(const uint8_t *p, Py_ssize_t n, uint8_t *dst, Py_ssize_t cap) noexcept nogil:
+    """Inflate the blocks of a frame _lz4_frame_bound accepted into dst[0, cap): the bytes written, -1 if
+    liblz4 rejects a block."""
+    cdef Py_ssize_t pos = 7, total = 0, m, room
+    cdef Py_ssize_t block_max = (<Py_ssize_t>1) << (8 + 2 * ((p[5] >> 4) & 7))
+    cdef uint32_t size
+    cdef long long r
+    while n - pos >= 4:
+        size = _le32(p + pos)
+        pos += 4
+        if size == 0:
+            return total
+        m = size & 0x7FFFFFFFU
+        if m > n - pos:
+            return -1
+        if size & 0x80000000U:  # stored
+            if m > cap - total:
+                return -1
+            memcpy(dst + total, p + pos, m)
+            total += m
+        else:
+            room = min(block_max, LZ4_EXPANSION * m + LZ4_TOKEN_SLACK, cap - total)
+            r = kx_syslz4_block(dst + total, <size_t>room, p + pos, <size_t>m)
+            if r < 0:
+                return -1
+            total += <Py_ssize_t>r
+        pos += m
+    return -1
+
+
+cdef Py_ssize_t _zstd_frame_bound(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """What a payload of exactly one zstd frame inflates to at most (compression._zstd_frames' bound: its
+    content size when it has one, else its blocks' most), or -1 for anything else: several frames,
+    skippable ones, bytes after the frame, a header or block the walk would reject."""
+    cdef Py_ssize_t pos, hdr, fcs_len, need, bound = 0
+    cdef uint64_t fcs = 0
+    cdef uint32_t bh, bsize, btype
+    cdef uint8_t fhd
+    cdef int i
+    if n < 5 or _le32(p) != 0xFD2FB528U:
+        return -1
+    fhd = p[4]
+    if fhd & 0x08:
+        return -1
+    hdr = 5 + (0 if fhd & 0x20 else 1) + (fhd & 3) + ((fhd & 3) == 3)  # + window, dictionary id 0/1/2/4
+    fcs_len = (1 << (fhd >> 6)) if fhd >> 6 else (1 if fhd & 0x20 else 0)  # content size: 0/1, 2, 4, 8
+    if n < hdr + fcs_len:
+        return -1
+    for i in range(fcs_len):
+        fcs |= (<uint64_t>p[hdr + i]) << (8 * i)
+    if fcs_len == 2:
+        fcs += 256
+    pos = hdr + fcs_len
+    while True:
+        if n - pos < 3:
+            return -1
+        bh = <uint32_t>p[pos] | (<uint32_t>p[pos + 1] << 8) | (<uint32_t>p[pos + 2] << 16)
+        btype = (bh >> 1) & 3
+        bsize = bh >> 3
+        pos += 3
+        if btype == 3:
+            return -1
+        need = 1 if btype == 1 else <Py_ssize_t>bsize
+        if need > n - pos:
+            return -1
+        pos += need
+        bound += ZSTD_BLOCK_OUT_MAX if btype == 2 else <Py_ssize_t>bsize
+        if bh & 1:
+            break
+    if fhd & 0x04:
+        pos += 4
+    if pos != n:
+        return -1
+    if fcs_len:
+        if fcs > <uint64_t>bound:
+            return -1
+        bound = <Py_ssize_t>fcs
+    return bound
+
+
+def _fast_path_bound(data, int cid):
+    """What _inflate_fast would size ``data`` (a batch payload of codec ``cid``) at, -1 if it leaves it to
+    the Python path (for the tests)."""
+    cdef Py_buffer b
+    PyObject_GetBuffer(data, &b, PyBUF_SIMPLE)
+    try:
+        if cid == 4:
+            return _zstd_frame_bound(<const uint8_t *>b.buf, b.len)
+        if cid == 3:
+            return _lz4_frame_bound(<const uint8_t *>b.buf, b.len)
+        return -1
+    finally:
+        PyBuffer_Release(&b)
+
+
+cdef Py_ssize_t _inflate_fast(const uint8_t *p, Py_ssize_t n, int cid, Py_ssize_t max_size,
+                              const uint8_t **out) except -2:
+    """Inflate a v2 payload as producers write it (one zstd frame; an lz4 frame of independent blocks
+    without block checksums) with the system's libraries into the thread's buffer: its size, with ``*out``
+    pointing at it until kx_scratch_release(); -1 when it is not of that form, is over ``max_size``, a
+    library is missing or rejects it, or the buffer is in use: compression.decompress_view then takes it
+    (the same bytes, and it names any error)."""
+    cdef Py_ssize_t bound, got
+    cdef uint8_t *dst
+    if cid == 4 and _SYS_ZSTD:
+        bound = _zstd_frame_bound(p, n)
+    elif cid == 3 and _SYS_LZ4:
+        bound = _lz4_frame_bound(p, n)
+    else:
+        return -1
+    if bound <= 0 or bound > max_size:
+        return -1
+    dst = kx_scratch_acquire(<size_t>bound)
+    if dst == NULL:
+        return -1
+    with nogil:
+        if cid == 4:
+            got = <Py_ssize_t>kx_syszstd_decompress(dst, <size_t>bound, p, <size_t>n)
+        else:
+            got = _lz4_frame_inflate(p, n, dst, bound)
+    if got < 0:
+        kx_scratch_release()
+        return -1
+    out[0] = dst
+    return got
 
 __all__ = [
     "BACKEND", "crc32c", "Record", "RecordBatch", "BatchIterator", "RecordList", "ReadCommittedFilter",
@@ -708,6 +886,8 @@ cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, He
     cdef bint keep = cols is not None and cols.views  # views point into the payload: it must stay
     cdef object payload
     cdef Py_buffer pb
+    cdef const uint8_t *inflated
+    cdef Py_ssize_t n
     if h.records_count == 0:
         return 0  # an empty (cleaned) batch: its payload is never looked at
     if cid == 0:
@@ -724,18 +904,32 @@ cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, He
             raise type(exc)(f"{exc.reason} (compressed payload)", start, h.base_offset) from None
         if keep and payload is not None and not PyBytes_CheckExact(payload):
             payload = bytes(payload)
+    if payload is None and not keep:
+        n = _inflate_fast(buf + start, pos + size - start, cid, max_size, &inflated)
+        if n >= 0:
+            try:
+                return _decode_payload(inflated, n, start, h, out, cols, fetch_offset, limit_offset)
+            finally:
+                kx_scratch_release()
     if payload is None:
         payload = _inflate(buf, start, pos + size, cid, h.base_offset, max_size, keep)
     if keep:
         cols.use_payload(payload)
     PyObject_GetBuffer(payload, &pb, PyBUF_SIMPLE)
     try:
-        return decode_v2_records(<const uint8_t *>pb.buf, 0, pb.len, 0, h, out, cols, fetch_offset, limit_offset)
+        return _decode_payload(<const uint8_t *>pb.buf, pb.len, start, h, out, cols, fetch_offset, limit_offset)
+    finally:
+        PyBuffer_Release(&pb)
+
+
+cdef int _decode_payload(const uint8_t *p, Py_ssize_t n, Py_ssize_t start, Header *h, object out, _Columns cols,
+                         int64_t fetch_offset, int64_t limit_offset) except -1:
+    """decode_v2_records over an inflated payload, its errors pointed at the batch's payload."""
+    try:
+        return decode_v2_records(p, 0, n, 0, h, out, cols, fetch_offset, limit_offset)
     except CorruptRecordError as exc:
         raise type(exc)(f"{exc.reason} (at byte {exc.position} of the decompressed payload)", start,
                         exc.base_offset) from None
-    finally:
-        PyBuffer_Release(&pb)
 
 
 cdef object _inflate(const uint8_t *buf, Py_ssize_t start, Py_ssize_t end, int cid, int64_t boff,

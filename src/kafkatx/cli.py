@@ -832,9 +832,14 @@ def cmd_version(args) -> int:
     if kafkatx.BACKEND == "cython":
         from . import _codec
 
-        v = _codec.ZSTD_SYSTEM_VERSION
+        def system(name: str, v: int) -> str:
+            return f"system {name} {v // 10000}.{v // 100 % 100}.{v % 100}"
+
         parts.append(f"CRC-32C: {_codec.CRC32C_IMPL}")
-        parts.append("zstd frames: " + (f"system libzstd {v // 10000}.{v // 100 % 100}.{v % 100}" if v else "python-zstandard"))
+        v = _codec.ZSTD_SYSTEM_VERSION
+        parts.append("zstd: " + (system("libzstd", v) if v else "python-zstandard"))
+        v = _codec.LZ4_SYSTEM_VERSION
+        parts.append("lz4: " + (system("liblz4", v) + " and cramjam" if v else "cramjam"))
     parts.append(f"Python {sys.version.split()[0]}")
     _out(f"kafkatx {kafkatx.__version__} ({'; '.join(parts)})")
     return EXIT_OK

@@ -548,7 +548,7 @@ def _zstd_decompressor(zstd=None):
 
 
 # Where the compiled codec can load the system's libzstd (``kafkatx._codec.ZSTD_SYSTEM_VERSION``, see
-# ``_c/syszstd.h``: ~10% faster here than python-zstandard, and it inflates into the decoder's reused buffer)
+# ``_c/syslib.h``: ~10% faster here than python-zstandard, and it inflates into the decoder's reused buffer)
 # it sets these to its inflaters of one zstd frame: ``_zstd_into(src, out)`` -> bytes written into ``out``
 # or < 0 if rejected, ``_zstd_bytes(src, bound)`` -> a new bytes or None if rejected.  None: python-zstandard.
 _zstd_into = None

@@ -21,7 +21,11 @@ costs more in page faults than the inflation itself (glibc hands a freed block o
 kernel, and the next one faults in again).  The exception is the common zstd payload, a single frame whose
 output is bounded by ``ZSTD_OWN_OUTPUT_MAX``: it inflates with the thread's reused ``zstandard``
 decompression context into a ``bytes`` of its walked bound, since creating a context for every call (as
-``decompress_into`` does) costs about 10 us a payload, a tenth of the inflation of a 120 KB batch.
+``decompress_into`` does) costs about 10 us a payload, a tenth of the inflation of a 120 KB batch; where
+the compiled codec can load the system's libzstd it gives this module an inflater of such a frame into the
+reused buffer instead (``_zstd_into``, ``_zstd_bytes``).  The compiled decoders inflate the payloads
+producers write in C before they come here (``_codec._inflate_fast``); what they leave, and every payload
+of the pure-Python twin, comes here.
 """
 
 from __future__ import annotations

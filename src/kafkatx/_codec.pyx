@@ -16,7 +16,7 @@ from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport (INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
                           uint32_t, uint64_t)
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 from libc.stdlib cimport malloc, realloc, free
 
 import array
@@ -129,8 +129,7 @@ cdef bint _SYS_LZ4 = LZ4_SYSTEM_VERSION != 0
 # lz4 frame header checksums by FLG << 8 | BD (what Kafka's writers put in a frame descriptor without a
 # content size), -1 until compression._lz4_header_checksum (xxHash32) has given one
 cdef int16_t _LZ4_HC[65536]
-for _i in range(65536):
-    _LZ4_HC[_i] = -1
+memset(_LZ4_HC, 0xFF, sizeof(_LZ4_HC))  # every entry -1
 
 
 cdef Py_ssize_t _lz4_frame_bound(const uint8_t *p, Py_ssize_t n) except -2:

@@ -776,7 +776,7 @@ def _(ctx):
             spent = [0.0, 0.0]
             barrier = threading.Barrier(2)
 
-            def one(i):
+            def one(i, barrier=barrier, spent=spent):
                 barrier.wait()
                 c0 = time.thread_time()
                 kx.decode_arrow(halves[i])

@@ -9,6 +9,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -29,6 +30,24 @@ def load_backend(name: str):
 @pytest.fixture(params=BACKENDS)
 def codec(request):
     return load_backend(request.param)
+
+
+def run_threads(work, n: int) -> list:
+    """Run ``work(i)`` for i in range(n), each on its own thread, all at once; the exceptions they raised."""
+    errors = []
+
+    def run(i):
+        try:
+            work(i)
+        except BaseException as exc:  # noqa: BLE001 - returned to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
 
 
 def golden_cases():

@@ -139,15 +139,16 @@ def test_compress_reads_any_bytes_like_input_as_its_bytes(codec):
         (memoryview(data)[::3], data[::3]),  # not contiguous: copied first
         (wide, wide.tobytes()),
     ]
-    for given, as_bytes in cases:
-        assert decompress(cid, compression.compress(cid, given)) == as_bytes
-        assert compression.compress(cid, given) == compression.compress(cid, as_bytes)
+    for data, as_bytes in cases:
+        assert decompress(cid, compression.compress(cid, data)) == as_bytes
+        assert compression.compress(cid, data) == compression.compress(cid, as_bytes)
 
 
 # ------------------------------------------------------------------ zstd frames through the system libzstd
 # Where the compiled codec loads the system's libzstd (_c/syslib.h), single zstd frames inflate with it;
 # python-zstandard does the rest, and names the error of any frame libzstd rejects.  Each test below runs
 # with both inflaters and expects the same results and the same errors.
+from conftest import run_threads  # noqa: E402
 from kafkatx import _codec  # noqa: E402
 
 SYSTEM_ZSTD = (_codec._zstd_frame_into, _codec._zstd_frame_bytes)
@@ -235,22 +236,13 @@ def test_zstd_inflates_on_many_threads_at_once(zstd_inflater):
     """Each thread has its own decompression context (and its own reusable buffer)."""
     datas = [bytes([i]) * 50_000 + bytes(range(256)) * (i + 1) for i in range(8)]
     packed = [zstandard.ZstdCompressor(level=3).compress(d) for d in datas]
-    errors = []
 
     def work(i):
-        try:
-            for _ in range(200):
-                assert bytes(decompress_view(ZSTD, packed[i])) == datas[i]
-                assert decompress(ZSTD, packed[i]) == datas[i]
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for _ in range(200):
+            assert bytes(decompress_view(ZSTD, packed[i])) == datas[i]
+            assert decompress(ZSTD, packed[i]) == datas[i]
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert run_threads(work, 8) == []
 
 
 def _rss_bytes() -> int:

@@ -10,7 +10,6 @@ to the same records (objects and Arrow) or raises the same error, in the compile
 from __future__ import annotations
 
 import struct
-import threading
 
 import lz4.frame
 import pytest
@@ -19,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import _spec
-from conftest import load_backend
+from conftest import load_backend, run_threads
 from kafkatx import compression
 
 CY = load_backend("cython")
@@ -189,19 +188,10 @@ def test_threads_decode_compressed_logs_at_once():
     logs = [_spec.rebatch(_plain(n=200, seed=s), compression.compress(cid, _plain(n=200, seed=s)[61:]), cid)
             for s, cid in ((1, LZ4), (2, ZSTD), (3, LZ4), (4, ZSTD))]
     want = [[_spec.rec_tuple(r) for r in CY.decode_records(log)] for log in logs]
-    errors = []
 
     def work(i):
-        try:
-            for _ in range(100):
-                assert [_spec.rec_tuple(r) for r in CY.decode_records(logs[i])] == want[i]
-                assert CY.decode_arrow(logs[i]).num_rows == 200
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for _ in range(100):
+            assert [_spec.rec_tuple(r) for r in CY.decode_records(logs[i])] == want[i]
+            assert CY.decode_arrow(logs[i]).num_rows == 200
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert run_threads(work, 4) == []

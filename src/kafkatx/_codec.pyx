@@ -1639,6 +1639,11 @@ cdef list _compressed_spans(const uint8_t *buf, Py_ssize_t end):
 cdef enum:
     PRESIZE_RATIO = 4       # a payload whose frames say nothing is guessed at 4x its size
     PRESIZE_MAX_RATIO = 16  # and none is guessed at more than 16x (frames can be forged)
+    # The last block of a frame (all of a small batch's frame) may hold anything up to the block size; it is
+    # guessed at what lz4 and zstd usually reach instead (Kafka's default 16 KiB batches otherwise size the
+    # value column at 4-8x what they hold: past the buffer cache, faulted in and copied on every call)
+    PRESIZE_LZ4_LAST_RATIO = 3
+    PRESIZE_ZSTD_LAST_RATIO = 4
     ZSTD_BLOCK_OUT_MAX = 128 * 1024  # what one zstd block inflates to at most
     LZ4_EXPANSION = 255     # an lz4 block inflates to at most 255x its size plus a token's slack
     LZ4_TOKEN_SLACK = 64    # (compression._LZ4_EXPANSION / _LZ4_TOKEN_SLACK, the bound it inflates with)
@@ -1649,9 +1654,10 @@ cdef inline uint32_t _le32(const uint8_t *p) noexcept nogil:
 
 
 cdef Py_ssize_t _lz4_inflated(const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    """What an LZ4 frame inflates to at most, from its block headers (Kafka's writers fill every block but
-    the last, so this is close); -1 if the frame does not parse that far."""
-    cdef Py_ssize_t pos, block_max, out = 0
+    """About what an LZ4 frame inflates to, from its block headers: Kafka's writers fill every block but
+    the last, which is guessed at ``PRESIZE_LZ4_LAST_RATIO`` times its size; -1 if the frame does not
+    parse that far."""
+    cdef Py_ssize_t pos, block_max, out = 0, last = 0
     cdef uint32_t size, m
     if n < 7 or _le32(p) != 0x184D2204U or not 4 <= ((p[5] >> 4) & 7) <= 7:
         return -1
@@ -1659,21 +1665,22 @@ cdef Py_ssize_t _lz4_inflated(const uint8_t *p, Py_ssize_t n) noexcept nogil:
     pos = 7 + (8 if p[4] & 0x08 else 0) + (4 if p[4] & 0x01 else 0)  # + content size, dictionary id
     while n - pos >= 4:
         size = _le32(p + pos)
-        if size == 0:
-            return out
+        if size == 0:  # the end mark: the block before it is the last, and only guessed
+            return out - last + min(last, PRESIZE_LZ4_LAST_RATIO * <Py_ssize_t>m) if last else out
         m = size & 0x7FFFFFFFU
         if <Py_ssize_t>m > n - pos - 4:
             return -1
-        out += <Py_ssize_t>m if size & 0x80000000U else min(block_max, LZ4_EXPANSION * <Py_ssize_t>m + LZ4_TOKEN_SLACK)
+        last = 0 if size & 0x80000000U else min(block_max, LZ4_EXPANSION * <Py_ssize_t>m + LZ4_TOKEN_SLACK)
+        out += last or <Py_ssize_t>m
         pos += 4 + m + (4 if p[4] & 0x10 else 0)
     return -1
 
 
 cdef Py_ssize_t _zstd_inflated(const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    """What the zstd frames of a payload inflate to at most, from their headers (a frame's content size
-    when it has one, else 128 KiB per compressed block; zstd fills every block but the last); -1 if they
-    do not parse."""
-    cdef Py_ssize_t pos = 0, out = 0, hdr, fcs_len, frame_out
+    """About what the zstd frames of a payload inflate to, from their headers: a frame's content size when
+    it has one, else 128 KiB per compressed block (zstd fills every block but the last) and
+    ``PRESIZE_ZSTD_LAST_RATIO`` times the size of the last; -1 if they do not parse."""
+    cdef Py_ssize_t pos = 0, out = 0, hdr, fcs_len, frame_out, cut
     cdef uint32_t magic, bh, bsize
     cdef uint8_t fhd
     cdef uint64_t fcs
@@ -1702,6 +1709,7 @@ cdef Py_ssize_t _zstd_inflated(const uint8_t *p, Py_ssize_t n) noexcept nogil:
             fcs += 256
         pos += hdr + fcs_len
         frame_out = 0
+        cut = 0
         while True:
             if n - pos < 3:
                 return -1
@@ -1717,18 +1725,21 @@ cdef Py_ssize_t _zstd_inflated(const uint8_t *p, Py_ssize_t n) noexcept nogil:
                     return -1
                 pos += 4
                 frame_out += bsize
-            elif (bh >> 1) & 3 == 2:  # compressed
+            elif (bh >> 1) & 3 == 2:  # compressed; the last one of a frame only guessed
                 if <Py_ssize_t>bsize > n - pos - 3:
                     return -1
                 pos += 3 + bsize
                 frame_out += ZSTD_BLOCK_OUT_MAX
+                if bh & 1:
+                    cut = ZSTD_BLOCK_OUT_MAX - min(ZSTD_BLOCK_OUT_MAX, PRESIZE_ZSTD_LAST_RATIO * <Py_ssize_t>bsize)
             else:
                 return -1
             if bh & 1:
                 break
         if fhd & 0x04:
             pos += 4
-        out += <Py_ssize_t>fcs if fcs_len and <uint64_t>fcs < <uint64_t>frame_out else frame_out
+        # (a content size is believed up to what the blocks can hold: frames can be forged)
+        out += <Py_ssize_t>fcs if fcs_len and <uint64_t>fcs < <uint64_t>frame_out else frame_out - cut
     return out
 
 

@@ -1311,6 +1311,17 @@ def _decode_counting_fresh_memory(cy, log):
     return out, fresh - small
 
 
+def _assert_steady_state(cy, log, expected_values, calls=3):
+    """``calls`` decodes of ``log`` in a row, each gone before the next: none takes fresh large memory, and
+    each gives ``expected_values``."""
+    for _ in range(calls):
+        out, fresh = _decode_counting_fresh_memory(cy, log)
+        assert fresh < 1 << 20, f"{fresh:,} bytes of fresh large column memory in a steady-state call"
+        assert out.column("value").to_pylist() == expected_values
+        del out
+        gc.collect()
+
+
 def test_decode_after_decode_reuses_every_large_buffer():
     """Compiled codec: decoding the same input again, the previous result gone, writes every large column
     buffer into recycled memory, the offsets columns (which start with a small buffer holding their leading
@@ -1387,12 +1398,7 @@ def test_compressed_decode_after_uncompressed_one_reaches_a_steady_state():
         for _ in range(2):  # (the first calls size what they need)
             cy.decode_arrow(packed)
             gc.collect()
-        for _ in range(3):
-            out, fresh = _decode_counting_fresh_memory(cy, packed)
-            assert fresh < 1 << 20, f"{fresh:,} bytes of fresh large column memory in a steady-state call"
-            assert out.column("value").to_pylist() == expected
-            del out
-            gc.collect()
+        _assert_steady_state(cy, packed, expected)
     finally:
         cy.buffer_cache_limit(old)
 
@@ -1491,11 +1497,6 @@ def test_small_compressed_batches_size_their_columns_near_what_they_hold(codec):
         log = b"".join(batches)
         expected = cy.decode_arrow(log).column("value").to_pylist()
         gc.collect()
-        for _ in range(3):
-            out, fresh = _decode_counting_fresh_memory(cy, log)
-            assert fresh < 1 << 20, f"{fresh:,} bytes of fresh large column memory in a steady-state call"
-            assert out.column("value").to_pylist() == expected
-            del out
-            gc.collect()
+        _assert_steady_state(cy, log, expected)
     finally:
         cy.buffer_cache_limit(old)

@@ -138,8 +138,7 @@ cdef Py_ssize_t _lz4_frame_bound(const uint8_t *p, Py_ssize_t n) except -2:
     block past the payload or the end mark missing.  The Python path takes those, and names the error."""
     cdef uint8_t flg, bd
     cdef int hc
-    cdef Py_ssize_t pos = 7, block_max, m, bound = 0
-    cdef uint32_t size
+    cdef Py_ssize_t bound, end, last_room, last_size
     if n < 7 or _le32(p) != 0x184D2204U:
         return -1
     flg = p[4]
@@ -153,20 +152,8 @@ cdef Py_ssize_t _lz4_frame_bound(const uint8_t *p, Py_ssize_t n) except -2:
         hc = _LZ4_HC[(flg << 8) | bd] = _compression._lz4_header_checksum(bytes((flg, bd)))
     if p[6] != hc:
         return -1
-    block_max = (<Py_ssize_t>1) << (8 + 2 * ((bd >> 4) & 7))
-    while True:
-        if n - pos < 4:
-            return -1
-        size = _le32(p + pos)
-        pos += 4
-        if size == 0:
-            break
-        m = size & 0x7FFFFFFFU
-        if m > block_max or m > n - pos:
-            return -1
-        bound += m if size & 0x80000000U else min(block_max, LZ4_EXPANSION * m + LZ4_TOKEN_SLACK)
-        pos += m
-    if flg & 0x04 and n - pos < 4:  # the content checksum (read past, as Kafka does)
+    bound = _lz4_blocks(p, n, &end, &last_room, &last_size)
+    if bound < 0 or (flg & 0x04 and n - end < 4):  # (the content checksum: read past, as Kafka does)
         return -1
     return bound
 
@@ -205,50 +192,11 @@ cdef Py_ssize_t _zstd_frame_bound(const uint8_t *p, Py_ssize_t n) noexcept nogil
     """What a payload of exactly one zstd frame inflates to at most (compression._zstd_frames' bound: its
     content size when it has one, else its blocks' most), or -1 for anything else: several frames,
     skippable ones, bytes after the frame, a header or block the walk would reject."""
-    cdef Py_ssize_t pos, hdr, fcs_len, need, bound = 0
-    cdef uint64_t fcs = 0
-    cdef uint32_t bh, bsize, btype
-    cdef uint8_t fhd
-    cdef int i
-    if n < 5 or _le32(p) != 0xFD2FB528U:
+    cdef Py_ssize_t bound, end, last_cut
+    if n < 4 or _le32(p) != 0xFD2FB528U:
         return -1
-    fhd = p[4]
-    if fhd & 0x08:
-        return -1
-    hdr = 5 + (0 if fhd & 0x20 else 1) + (fhd & 3) + ((fhd & 3) == 3)  # + window, dictionary id 0/1/2/4
-    fcs_len = (1 << (fhd >> 6)) if fhd >> 6 else (1 if fhd & 0x20 else 0)  # content size: 0/1, 2, 4, 8
-    if n < hdr + fcs_len:
-        return -1
-    for i in range(fcs_len):
-        fcs |= (<uint64_t>p[hdr + i]) << (8 * i)
-    if fcs_len == 2:
-        fcs += 256
-    pos = hdr + fcs_len
-    while True:
-        if n - pos < 3:
-            return -1
-        bh = <uint32_t>p[pos] | (<uint32_t>p[pos + 1] << 8) | (<uint32_t>p[pos + 2] << 16)
-        btype = (bh >> 1) & 3
-        bsize = bh >> 3
-        pos += 3
-        if btype == 3:
-            return -1
-        need = 1 if btype == 1 else <Py_ssize_t>bsize
-        if need > n - pos:
-            return -1
-        pos += need
-        bound += ZSTD_BLOCK_OUT_MAX if btype == 2 else <Py_ssize_t>bsize
-        if bh & 1:
-            break
-    if fhd & 0x04:
-        pos += 4
-    if pos != n:
-        return -1
-    if fcs_len:
-        if fcs > <uint64_t>bound:
-            return -1
-        bound = <Py_ssize_t>fcs
-    return bound
+    bound = _zstd_frame(p, n, 0, &end, &last_cut)
+    return bound if bound >= 0 and end == n else -1
 
 
 def _fast_path_bound(data, int cid):
@@ -1653,93 +1601,136 @@ cdef inline uint32_t _le32(const uint8_t *p) noexcept nogil:
     return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
 
 
+cdef Py_ssize_t _lz4_blocks(const uint8_t *p, Py_ssize_t n, Py_ssize_t *end, Py_ssize_t *last_room,
+                            Py_ssize_t *last_size) noexcept nogil:
+    """Walk the blocks of the lz4 frame p[0:n], its header read (at least 7 bytes, FLG p[4], a block size
+    id of 4-7 in BD p[5]), with compression._lz4_frame_end's checks: what they inflate to at most (a stored
+    block its size, a compressed one its room: 255x its size, at most a block), with the position after the
+    end mark in ``*end`` and the room (0 if stored) and size of the last block in ``*last_room`` and
+    ``*last_size``; -1 where that walk would reject them."""
+    cdef Py_ssize_t pos = 7 + (8 if p[4] & 0x08 else 0) + (4 if p[4] & 0x01 else 0)  # + content size, dict id
+    cdef Py_ssize_t block_max = (<Py_ssize_t>1) << (8 + 2 * ((p[5] >> 4) & 7))
+    cdef Py_ssize_t checksum = 4 if p[4] & 0x10 else 0
+    cdef Py_ssize_t m, room, bound = 0
+    cdef uint32_t size
+    last_room[0] = 0
+    last_size[0] = 0
+    while True:
+        if n - pos < 4:
+            return -1
+        size = _le32(p + pos)
+        pos += 4
+        if size == 0:
+            end[0] = pos
+            return bound
+        m = size & 0x7FFFFFFFU
+        if m > block_max or m + checksum > n - pos:
+            return -1
+        room = 0 if size & 0x80000000U else min(block_max, LZ4_EXPANSION * m + LZ4_TOKEN_SLACK)
+        bound += room or m
+        last_room[0] = room
+        last_size[0] = m
+        pos += m + checksum
+
+
 cdef Py_ssize_t _lz4_inflated(const uint8_t *p, Py_ssize_t n) noexcept nogil:
     """About what an LZ4 frame inflates to, from its block headers: Kafka's writers fill every block but
     the last, which is guessed at ``PRESIZE_LZ4_LAST_RATIO`` times its size; -1 if the frame does not
     parse that far."""
-    cdef Py_ssize_t pos, block_max, out = 0, last = 0
-    cdef uint32_t size, m
+    cdef Py_ssize_t bound, end, last_room, last_size
     if n < 7 or _le32(p) != 0x184D2204U or not 4 <= ((p[5] >> 4) & 7) <= 7:
         return -1
-    block_max = (<Py_ssize_t>1) << (8 + 2 * ((p[5] >> 4) & 7))
-    pos = 7 + (8 if p[4] & 0x08 else 0) + (4 if p[4] & 0x01 else 0)  # + content size, dictionary id
-    while n - pos >= 4:
-        size = _le32(p + pos)
-        if size == 0:  # the end mark: the block before it is the last, and only guessed
-            return out - last + min(last, PRESIZE_LZ4_LAST_RATIO * <Py_ssize_t>m) if last else out
-        m = size & 0x7FFFFFFFU
-        if <Py_ssize_t>m > n - pos - 4:
+    bound = _lz4_blocks(p, n, &end, &last_room, &last_size)
+    if bound < 0:
+        return -1
+    return bound - last_room + min(last_room, PRESIZE_LZ4_LAST_RATIO * last_size)
+
+
+cdef Py_ssize_t _zstd_frame(const uint8_t *p, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t *end,
+                            Py_ssize_t *last_cut) noexcept nogil:
+    """Walk the zstd data frame at p[pos:n], its magic number read, with compression._zstd_frames' checks:
+    what it inflates to at most (its content size when it has one, else its blocks' most), with the
+    position after it in ``*end`` and, for a frame without a content size, in ``*last_cut`` how much less
+    its last compressed block is guessed at (``PRESIZE_ZSTD_LAST_RATIO`` times its size instead of a whole
+    block: zstd fills every block but the last); -1 where that walk would reject it."""
+    cdef Py_ssize_t hdr, fcs_len, need, bound = 0
+    cdef uint64_t fcs = 0
+    cdef uint32_t bh, bsize, btype
+    cdef uint8_t fhd
+    cdef int i
+    last_cut[0] = 0
+    if n - pos < 5:
+        return -1
+    fhd = p[pos + 4]
+    if fhd & 0x08:
+        return -1
+    hdr = 5 + (0 if fhd & 0x20 else 1) + (fhd & 3) + ((fhd & 3) == 3)  # + window, dictionary id 0/1/2/4
+    fcs_len = (1 << (fhd >> 6)) if fhd >> 6 else (1 if fhd & 0x20 else 0)  # content size: 0/1, 2, 4, 8
+    if n - pos < hdr + fcs_len:
+        return -1
+    for i in range(fcs_len):
+        fcs |= (<uint64_t>p[pos + hdr + i]) << (8 * i)
+    if fcs_len == 2:
+        fcs += 256
+    pos += hdr + fcs_len
+    while True:
+        if n - pos < 3:
             return -1
-        last = 0 if size & 0x80000000U else min(block_max, LZ4_EXPANSION * <Py_ssize_t>m + LZ4_TOKEN_SLACK)
-        out += last or <Py_ssize_t>m
-        pos += 4 + m + (4 if p[4] & 0x10 else 0)
-    return -1
+        bh = <uint32_t>p[pos] | (<uint32_t>p[pos + 1] << 8) | (<uint32_t>p[pos + 2] << 16)
+        btype = (bh >> 1) & 3
+        bsize = bh >> 3
+        pos += 3
+        if btype == 3:
+            return -1
+        need = 1 if btype == 1 else <Py_ssize_t>bsize  # RLE: one byte; raw and compressed: their size
+        if need > n - pos:
+            return -1
+        pos += need
+        if btype == 2:
+            bound += ZSTD_BLOCK_OUT_MAX
+            if bh & 1:
+                last_cut[0] = ZSTD_BLOCK_OUT_MAX - min(ZSTD_BLOCK_OUT_MAX, PRESIZE_ZSTD_LAST_RATIO * <Py_ssize_t>bsize)
+        else:
+            bound += bsize
+        if bh & 1:
+            break
+    if fhd & 0x04:  # the content checksum
+        if n - pos < 4:
+            return -1
+        pos += 4
+    end[0] = pos
+    if fcs_len:
+        if fcs > <uint64_t>bound:  # (frames can be forged)
+            return -1
+        last_cut[0] = 0
+        return <Py_ssize_t>fcs
+    return bound
 
 
 cdef Py_ssize_t _zstd_inflated(const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    """About what the zstd frames of a payload inflate to, from their headers: a frame's content size when
-    it has one, else 128 KiB per compressed block (zstd fills every block but the last) and
-    ``PRESIZE_ZSTD_LAST_RATIO`` times the size of the last; -1 if they do not parse."""
-    cdef Py_ssize_t pos = 0, out = 0, hdr, fcs_len, frame_out, cut
-    cdef uint32_t magic, bh, bsize
-    cdef uint8_t fhd
-    cdef uint64_t fcs
-    cdef int i
+    """About what the zstd frames of a payload inflate to, from their headers (_zstd_frame, the last block
+    of a frame without a content size guessed); -1 if they do not parse."""
+    cdef Py_ssize_t pos = 0, out = 0, bound, end, last_cut
+    cdef uint32_t magic, skip
     while pos < n:
-        if n - pos < 8:
+        if n - pos < 4:
             return -1
         magic = _le32(p + pos)
-        if magic & 0xFFFFFFF0U == 0x184D2A50U:
-            bsize = _le32(p + pos + 4)
-            if <Py_ssize_t>bsize > n - pos - 8:
+        if magic & 0xFFFFFFF0U == 0x184D2A50U:  # skippable
+            if n - pos < 8:
                 return -1
-            pos += 8 + bsize
+            skip = _le32(p + pos + 4)
+            if <Py_ssize_t>skip > n - pos - 8:
+                return -1
+            pos += 8 + skip
             continue
         if magic != 0xFD2FB528U:
             return -1
-        fhd = p[pos + 4]
-        hdr = 5 + (0 if fhd & 0x20 else 1) + (fhd & 3) + ((fhd & 3) == 3)  # + dictionary id: 0, 1, 2, 4
-        fcs_len = (1 << (fhd >> 6)) if fhd >> 6 else (1 if fhd & 0x20 else 0)  # content size: 0/1, 2, 4, 8
-        if n - pos < hdr + fcs_len:
+        bound = _zstd_frame(p, n, pos, &end, &last_cut)
+        if bound < 0:
             return -1
-        fcs = 0
-        for i in range(fcs_len):
-            fcs |= (<uint64_t>p[pos + hdr + i]) << (8 * i)
-        if fcs_len == 2:
-            fcs += 256
-        pos += hdr + fcs_len
-        frame_out = 0
-        cut = 0
-        while True:
-            if n - pos < 3:
-                return -1
-            bh = <uint32_t>p[pos] | (<uint32_t>p[pos + 1] << 8) | (<uint32_t>p[pos + 2] << 16)
-            bsize = bh >> 3
-            if (bh >> 1) & 3 == 0:  # raw
-                if <Py_ssize_t>bsize > n - pos - 3:
-                    return -1
-                pos += 3 + bsize
-                frame_out += bsize
-            elif (bh >> 1) & 3 == 1:  # RLE
-                if n - pos < 4:
-                    return -1
-                pos += 4
-                frame_out += bsize
-            elif (bh >> 1) & 3 == 2:  # compressed; the last one of a frame only guessed
-                if <Py_ssize_t>bsize > n - pos - 3:
-                    return -1
-                pos += 3 + bsize
-                frame_out += ZSTD_BLOCK_OUT_MAX
-                if bh & 1:
-                    cut = ZSTD_BLOCK_OUT_MAX - min(ZSTD_BLOCK_OUT_MAX, PRESIZE_ZSTD_LAST_RATIO * <Py_ssize_t>bsize)
-            else:
-                return -1
-            if bh & 1:
-                break
-        if fhd & 0x04:
-            pos += 4
-        # (a content size is believed up to what the blocks can hold: frames can be forged)
-        out += <Py_ssize_t>fcs if fcs_len and <uint64_t>fcs < <uint64_t>frame_out else frame_out - cut
+        out += bound - last_cut
+        pos = end
     return out
 
 

@@ -8,6 +8,7 @@ the ``codec`` fixture; the ``arrow`` fixture points kafkatx.arrow at that backen
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import subprocess
 import sys
@@ -1311,6 +1312,17 @@ def _decode_counting_fresh_memory(cy, log):
     return out, fresh - small
 
 
+@contextlib.contextmanager
+def _empty_cache(cy, limit):
+    """The column buffer cache emptied and limited to ``limit`` bytes for a ``with`` block, then restored."""
+    old = cy.buffer_cache_limit(0)
+    try:
+        cy.buffer_cache_limit(limit)
+        yield
+    finally:
+        cy.buffer_cache_limit(old)
+
+
 def _assert_steady_state(cy, log, expected_values, calls=3):
     """``calls`` decodes of ``log`` in a row, each gone before the next: none takes fresh large memory, and
     each gives ``expected_values``."""
@@ -1328,10 +1340,7 @@ def test_decode_after_decode_reuses_every_large_buffer():
     0) included, and the cache does not grow from call to call (it used to keep one more idle offsets
     buffer per binary column on every call while each call faulted in fresh ones)."""
     cy = load_backend("cython")
-    old = cy.buffer_cache_limit(256 << 20)
-    try:
-        cy.buffer_cache_limit(0)  # start empty
-        cy.buffer_cache_limit(256 << 20)
+    with _empty_cache(cy, 256 << 20):
         b = cy.BatchBuilder(base_offset=0)  # 300k rows: int32 offsets of 1.2 MB, above the 1 MiB threshold
         for i in range(300_000):
             b.append(b"v%d" % i, key=None if i % 7 == 0 else b"k%d" % i, timestamp=1_700_000_000_000 + i,
@@ -1362,8 +1371,6 @@ def test_decode_after_decode_reuses_every_large_buffer():
             gc.collect()
             assert cy.buffer_cache_bytes() == idle
         assert cy.decode_arrow(log).to_pylist() == expected
-    finally:
-        cy.buffer_cache_limit(old)
 
 
 def test_compressed_decode_after_uncompressed_one_reaches_a_steady_state():
@@ -1375,11 +1382,8 @@ def test_compressed_decode_after_uncompressed_one_reaches_a_steady_state():
     logs, lz4 into Arrow after an uncompressed decode faulted in 48 huge pages, ~13 ms, a call).  Values
     are now sized before keys."""
     cy = load_backend("cython")
-    old = cy.buffer_cache_limit(256 << 20)
-    try:
-        cy.buffer_cache_limit(0)  # start empty
-        # room for the columns of one log, not of both (as 256 MiB for the benchmark's 1M-record logs)
-        cy.buffer_cache_limit(64 << 20)
+    # room for the columns of one log, not of both (as 256 MiB for the benchmark's 1M-record logs)
+    with _empty_cache(cy, 64 << 20):
         logs = []
         for codec in ("none", "lz4"):  # 200 batches of 1,000 records of ~100-byte values, as in benchmarks/
             batches = []
@@ -1399,18 +1403,13 @@ def test_compressed_decode_after_uncompressed_one_reaches_a_steady_state():
             cy.decode_arrow(packed)
             gc.collect()
         _assert_steady_state(cy, packed, expected)
-    finally:
-        cy.buffer_cache_limit(old)
 
 
 def test_recycled_memory_of_a_shrunk_column_can_grow_in_the_next_decode():
     """Compiled codec: a column that used under a quarter of its buffer is copied into a smaller one, which
     goes to the cache when dropped; a later decode may take that buffer for a column that then has to grow."""
     cy = load_backend("cython")
-    old = cy.buffer_cache_limit(256 << 20)
-    try:
-        cy.buffer_cache_limit(0)  # start empty
-        cy.buffer_cache_limit(256 << 20)
+    with _empty_cache(cy, 256 << 20):
         a = cy.BatchBuilder(base_offset=0)  # headers make up most of the record bytes: values are shrunk
         for i in range(20_000):
             a.append(b"%0100d" % i, key=None, timestamp=1_700_000_000_000, headers=(("h", b"x" * 1000),))
@@ -1425,8 +1424,6 @@ def test_recycled_memory_of_a_shrunk_column_can_grow_in_the_next_decode():
         second = cy.decode_arrow(b.build())
         second.validate(full=True)
         assert second.column("key")[19_999].as_py() == b"%0200d" % 19_999
-    finally:
-        cy.buffer_cache_limit(old)
 
 
 def test_buffer_cache_limit_contract(codec):
@@ -1483,10 +1480,7 @@ def test_small_compressed_batches_size_their_columns_near_what_they_hold(codec):
     filled part into a smaller buffer.  The last block of a frame is now guessed at a few times its size:
     with a cache that holds the columns twice over, calls after the first take no fresh large memory."""
     cy = load_backend("cython")
-    old = cy.buffer_cache_limit(256 << 20)
-    try:
-        cy.buffer_cache_limit(0)  # start empty
-        cy.buffer_cache_limit(64 << 20)
+    with _empty_cache(cy, 64 << 20):
         batches = []
         for base in range(0, 200_000, 130):  # ~16 KiB of records a batch, ~22 MB of values in all
             b = cy.BatchBuilder(base_offset=base, compression=codec)
@@ -1498,5 +1492,3 @@ def test_small_compressed_batches_size_their_columns_near_what_they_hold(codec):
         expected = cy.decode_arrow(log).column("value").to_pylist()
         gc.collect()
         _assert_steady_state(cy, log, expected)
-    finally:
-        cy.buffer_cache_limit(old)

@@ -250,10 +250,21 @@ def _rss_bytes() -> int:
         return int(fh.read().split()[1]) * 4096
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the resident size from /proc")
-def test_a_finished_threads_zstd_context_is_freed(zstd_inflater):
-    """A context is made per thread and freed when the thread ends: 400 short-lived threads do not keep
-    400 of them (measured: the resident size grows ~1 MB with the contexts freed, ~16 MB without)."""
+def _sanitized() -> bool:
+    """Whether AddressSanitizer's runtime is loaded (CI's sanitizer job): it holds freed memory back, so the
+    resident size says nothing about what was freed."""
+    with open("/proc/self/maps") as fh:
+        return "libasan" in fh.read()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm") or _sanitized(),
+                    reason="reads the resident size from /proc, which ASan's quarantine inflates")
+def test_a_finished_threads_zstd_context_is_freed(monkeypatch):
+    """python-zstandard's context is kept per thread and freed when the thread ends: 400 short-lived
+    threads do not keep 400 of them (measured: the resident size grows ~1 MB with the contexts freed,
+    ~16 MB without).  The system libzstd's contexts are counted instead, in test_inflate_fast."""
+    monkeypatch.setattr(compression, "_zstd_into", None)
+    monkeypatch.setattr(compression, "_zstd_bytes", None)
     data = b"".join(b"record %d " % i for i in range(200_000))[:1_000_000]
     packed = zstandard.ZstdCompressor(level=3).compress(data)
 

@@ -10,6 +10,7 @@ to the same records (objects and Arrow) or raises the same error, in the compile
 from __future__ import annotations
 
 import struct
+import threading
 
 import lz4.frame
 import pytest
@@ -195,3 +196,29 @@ def test_threads_decode_compressed_logs_at_once():
             assert CY.decode_arrow(logs[i]).num_rows == 200
 
     assert run_threads(work, 4) == []
+
+
+@pytest.mark.skipif(not (CY.ZSTD_SYSTEM_VERSION and CY.LZ4_SYSTEM_VERSION),
+                    reason="the C path needs the system's libzstd and liblz4")
+def test_a_finished_thread_frees_its_zstd_context_and_buffer():
+    """The libzstd context and the inflation buffer a thread gets on its first payload are freed when the
+    thread ends: 200 threads one after another leave none behind."""
+    logs = [_spec.rebatch(PLAIN, compression.compress(cid, RECORDS), cid) for cid in (LZ4, ZSTD)]
+    before = CY._thread_resources()
+    held = []
+
+    def work():
+        for log in logs:
+            assert CY.decode_records(log)[-1].value == PY.decode_records(log)[-1].value
+        held.append(CY._thread_resources())
+
+    for _ in range(200):
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+    assert len(held) == 200
+    # each thread held one of each while it ran (a thread's are freed a moment after join() returns, as
+    # the thread exits, so the one before it may not have let go yet); not freed, they would add up to 200
+    assert all(before[0] + 1 <= z <= before[0] + 2 and before[1] + 1 <= b <= before[1] + 2 for z, b in held)
+    after = CY._thread_resources()
+    assert after[0] <= before[0] + 1 and after[1] <= before[1] + 1

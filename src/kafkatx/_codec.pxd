@@ -25,6 +25,7 @@ cdef extern from "syslib.h" nogil:
     long long kx_syslz4_block(void *dst, size_t cap, const void *src, size_t n)
     unsigned char *kx_scratch_acquire(size_t n)
     void kx_scratch_release()
+    long kx_syslib_live(int which)
 
 cdef extern from "record.h" nogil:
     ctypedef enum RecErr:

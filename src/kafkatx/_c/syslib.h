@@ -65,11 +65,14 @@ static struct {
 
 static pthread_once_t kx_zs_once = PTHREAD_ONCE_INIT;
 static pthread_key_t kx_zs_key;
+static long kx_zs_live; /* contexts made and not yet freed (kx_syslib_live, for the tests) */
 
 static void kx_zs_free_context(void *dctx)
 {
-    if (dctx != NULL)
+    if (dctx != NULL) {
         kx_zs.release(dctx);
+        __atomic_sub_fetch(&kx_zs_live, 1, __ATOMIC_RELAXED);
+    }
 }
 
 static void kx_zs_load(void)
@@ -118,6 +121,7 @@ static long long kx_syszstd_decompress(void *dst, size_t cap, const void *src, s
             kx_zs.release(dctx);
             return -2;
         }
+        __atomic_add_fetch(&kx_zs_live, 1, __ATOMIC_RELAXED);
     }
     r = kx_zs.decompress(dctx, dst, cap, src, n);
     return kx_zs.is_error(r) ? -1 : (long long)r;
@@ -175,12 +179,14 @@ typedef struct {
 static pthread_once_t kx_scratch_once = PTHREAD_ONCE_INIT;
 static pthread_key_t kx_scratch_key;
 static int kx_scratch_ok;
+static long kx_scratch_live; /* thread buffers made and not yet freed (kx_syslib_live) */
 
 static void kx_scratch_free(void *s)
 {
     if (s != NULL) {
         free(((kx_scratch_t *)s)->p);
         free(s);
+        __atomic_sub_fetch(&kx_scratch_live, 1, __ATOMIC_RELAXED);
     }
 }
 
@@ -210,6 +216,7 @@ static unsigned char *kx_scratch_acquire(size_t n)
             free(s);
             return NULL;
         }
+        __atomic_add_fetch(&kx_scratch_live, 1, __ATOMIC_RELAXED);
     }
     if (s->busy)
         return NULL;
@@ -233,6 +240,13 @@ static void kx_scratch_release(void)
         s->busy = 0;
 }
 
+/* What the threads hold now: libzstd contexts (which == 0) or thread buffers (which == 1), each freed when
+   its thread ends. */
+static long kx_syslib_live(int which)
+{
+    return __atomic_load_n(which == 0 ? &kx_zs_live : &kx_scratch_live, __ATOMIC_RELAXED);
+}
+
 #else /* no dlopen: never available */
 
 static unsigned kx_syszstd_version(void) { return 0; }
@@ -249,6 +263,7 @@ static long long kx_syslz4_block(void *dst, size_t cap, const void *src, size_t 
 }
 static unsigned char *kx_scratch_acquire(size_t n) { (void)n; return NULL; }
 static void kx_scratch_release(void) {}
+static long kx_syslib_live(int which) { (void)which; return 0; }
 
 #endif
 #endif /* KAFKATX_SYSLIB_H */

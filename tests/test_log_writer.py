@@ -847,6 +847,27 @@ def test_reopen_rebuilds_broken_indexes_and_uses_snapshots(tmp_path):
         w.close()
 
 
+def test_a_broken_segment_whose_index_must_be_rebuilt_is_named(tmp_path, codec):
+    """A segment before the recovery point whose index is missing is rebuilt from its log; when that log's
+    framing is broken (a batch's magic byte), reopening raises the codec's CorruptRecordError naming the
+    file and position -- with the pure-Python codec too, whose view of the mapped file the traceback
+    holds (closing the map used to raise BufferError over it)."""
+    d = tmp_path / "orders-0"
+    _written(d).close()
+    bases = [int(f[:-4]) for f in log_files(d)]
+    mid = bases[len(bases) // 2]
+    (d / f"{mid:020d}.index").unlink()
+    log = d / f"{mid:020d}.log"
+    data = bytearray(log.read_bytes())
+    victim = list(iter_batches(bytes(data)))[1]
+    data[victim.position + 16] = 0xEC  # magic -20
+    log.write_bytes(bytes(data))
+    with pytest.raises(CorruptRecordError, match="invalid magic") as info:
+        PartitionWriter(d, codec=codec, segment_bytes=500, index_interval_bytes=60, max_index_size=4096)
+    assert str(log) in str(info.value)
+    assert info.value.position == victim.position + 16
+
+
 def test_leader_epoch_checkpoint(part):
     with PartitionWriter(part, leader_epoch=3) as w:
         w.append(batch())

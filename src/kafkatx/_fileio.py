@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import mmap
 import os
+from contextlib import contextmanager
 
 
 def fsync_dir(directory) -> None:
@@ -48,3 +50,25 @@ def read_whole_file(path) -> bytes:
     finally:
         os.close(fd)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def close_map(m) -> None:
+    """Close a memory map, unless a view of it is still alive (batches handed out, or the frames of an
+    exception's traceback holding a decoder's view): then it is unmapped when the last view goes."""
+    try:
+        m.close()
+    except BufferError:
+        pass
+
+
+@contextmanager
+def mapped(path, size: int):
+    """The first ``size`` bytes (> 0) of the file at ``path``, memory-mapped read-only for the ``with``
+    block.  An error raised in the block is the one that propagates: a view of the map still held by its
+    traceback never turns it into a BufferError from closing the map."""
+    with open(path, "rb") as fh:
+        m = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+    try:
+        yield m
+    finally:
+        close_map(m)

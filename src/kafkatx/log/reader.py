@@ -107,6 +107,7 @@ import threading
 from bisect import bisect_left, bisect_right
 from typing import NamedTuple
 
+from .._fileio import close_map
 from ..compression import check_inflate_threads
 from ..errors import CorruptRecordError, KafkaTxError
 from ..producer_state import ProducerStateManager, read_snapshot, rebuild_from_log
@@ -643,13 +644,6 @@ def _replay_segment(seg, sc, from_offset, open_: dict, opened_at: dict, high_wat
 
 
 # ------------------------------------------------------------------------------------------ releasing maps
-def _close_map(m):
-    try:
-        m.close()
-    except BufferError:  # batches handed out still view the map; the GC unmaps it later
-        pass
-
-
 class _Releaser:
     """Unmaps closed segments on a background thread.  Unmapping a segment that was read costs about a
     quarter of reading it (every page-table entry of the map is torn down; ``mmap.close`` runs without
@@ -665,7 +659,7 @@ class _Releaser:
 
     def release(self, m):
         if os.name != "posix":
-            _close_map(m)
+            close_map(m)
             return
         with self._cond:
             self._pending.append(m)
@@ -685,7 +679,7 @@ class _Releaser:
                 m = self._pending.pop(0)
                 self._busy = True
             try:
-                _close_map(m)
+                close_map(m)
             except Exception:  # pragma: no cover - closing a read-only map or file does not fail
                 pass
 
@@ -702,7 +696,7 @@ class _Releaser:
         self._thread = None
         self._busy = False
         for m in pending:
-            _close_map(m)
+            close_map(m)
 
 
 _RELEASER = _Releaser()

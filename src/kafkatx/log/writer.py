@@ -54,7 +54,6 @@ KIP-890 transaction verification, message format conversion.  A writer is not th
 
 from __future__ import annotations
 
-import mmap
 import os
 import random
 import struct
@@ -70,7 +69,7 @@ except ImportError:  # pragma: no cover - Windows: the in-process lock only
     fcntl = None
 
 from .._backend import codec as _default_codec
-from .._fileio import fsync_dir
+from .._fileio import fsync_dir, mapped
 from ..errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -93,7 +92,7 @@ from ..producer_state import (
 from ..batch import BatchBuilder
 from ..transactions import encode_marker
 from ..txnindex import TransactionIndex, read_txnindex, write_txnindex
-from .reader import parse_partition_dir_name
+from .reader import _relocate, parse_partition_dir_name
 from .index import (
     DEFAULT_MAX_INDEX_SIZE,
     INDEX_SUFFIX,
@@ -1124,17 +1123,13 @@ class PartitionWriter:
             def count(_b, _m, _c, counter=counter):
                 counter[0] += 1
 
-            with open(logs[base], "rb") as fh:
-                mm = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+            with mapped(logs[base], size) as mm:
+                batches = self._codec.iter_batches(memoryview(mm)[:size], verify_crc=False)
                 try:
-                    batches = self._codec.iter_batches(memoryview(mm)[:size], verify_crc=False)
                     _m, aborted = rebuild_from_log(batches, start_offset=start, manager=self._psm, on_batch=count)
-                    del batches
-                finally:
-                    try:
-                        mm.close()
-                    except BufferError:  # pragma: no cover - a view still alive; released with it
-                        pass
+                except KafkaTxError as exc:
+                    raise _relocate(exc, os.fspath(logs[base]), 0) from None
+                del batches
             replayed += counter[0]
             if base >= replay_start:
                 path = self._reconcile_txnindex(base, aborted)
@@ -1220,12 +1215,11 @@ class PartitionWriter:
         """(positions, sizes, last offsets, max timestamps) of the batches of a whole log file."""
         if size == 0:
             return [], [], [], []
-        with open(path, "rb") as fh:
-            mm = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_READ)
+        with mapped(path, size) as mm:
             try:
                 cols = self._codec.scan_batches(mm, verify_crc=False)
-            finally:
-                mm.close()
+            except KafkaTxError as exc:  # a segment the broker's checks would stop at: name its file
+                raise _relocate(exc, os.fspath(path), 0) from None
         return (list(cols["position"]), list(cols["size_in_bytes"]), list(cols["last_offset"]),
                 list(cols["max_timestamp"]))  # fmt: skip
 
@@ -1285,33 +1279,29 @@ class PartitionWriter:
         if file_size == 0:
             return 0, empty_end(), 0
         crc32c = self._crc32c
-        with open(path, "rb") as fh:
-            mm = mmap.mmap(fh.fileno(), file_size, access=mmap.ACCESS_READ)
+        with mapped(path, file_size) as mm:
+            view = memoryview(mm)
             try:
-                view = memoryview(mm)
-                try:
-                    cols = self._codec.scan_batches(view, verify_crc=False)
-                    limit = cols["valid_bytes"]
-                except CorruptRecordError as exc:  # bad framing: everything from that batch on is invalid
-                    limit = exc.position if exc.position is not None else 0
-                    limit = self._frame_start(view, limit)
-                    cols = self._codec.scan_batches(view[:limit], verify_crc=False)
-                valid = 0
-                expected = base
-                for pos, size, boff, last, magic in zip(cols["position"], cols["size_in_bytes"],
-                                                        cols["base_offset"], cols["last_offset"],
-                                                        cols["magic"]):  # fmt: skip
-                    if magic >= 2:
-                        (stored,) = _CRC_AT.unpack_from(view, pos + 17)
-                        if crc32c(view[pos + 21 : pos + size]) != stored:
-                            break
-                    if boff < expected or last < boff or last - base > INT32_MAX:
+                cols = self._codec.scan_batches(view, verify_crc=False)
+                limit = cols["valid_bytes"]
+            except CorruptRecordError as exc:  # bad framing: everything from that batch on is invalid
+                limit = exc.position if exc.position is not None else 0
+                limit = self._frame_start(view, limit)
+                cols = self._codec.scan_batches(view[:limit], verify_crc=False)
+            valid = 0
+            expected = base
+            for pos, size, boff, last, magic in zip(cols["position"], cols["size_in_bytes"],
+                                                    cols["base_offset"], cols["last_offset"],
+                                                    cols["magic"]):  # fmt: skip
+                if magic >= 2:
+                    (stored,) = _CRC_AT.unpack_from(view, pos + 17)
+                    if crc32c(view[pos + 21 : pos + size]) != stored:
                         break
-                    expected = last + 1
-                    valid = pos + size
-                del view
-            finally:
-                mm.close()
+                if boff < expected or last < boff or last - base > INT32_MAX:
+                    break
+                expected = last + 1
+                valid = pos + size
+            del view
         end = expected if valid else empty_end()
         return valid, end, file_size
 

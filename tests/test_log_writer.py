@@ -847,11 +847,13 @@ def test_reopen_rebuilds_broken_indexes_and_uses_snapshots(tmp_path):
         w.close()
 
 
-def test_a_broken_segment_whose_index_must_be_rebuilt_is_named(tmp_path, codec):
-    """A segment before the recovery point whose index is missing is rebuilt from its log; when that log's
-    framing is broken (a batch's magic byte), reopening raises the codec's CorruptRecordError naming the
-    file and position -- with the pure-Python codec too, whose view of the mapped file the traceback
-    holds (closing the map used to raise BufferError over it)."""
+@pytest.mark.parametrize("damage", ["magic", "crc"])
+def test_an_earlier_segment_whose_index_is_rebuilt_is_recovered_as_the_broker_does(tmp_path, codec, damage):
+    """A segment before the recovery point whose index is missing is recovered as LogLoader.loadSegmentFiles
+    does (LogSegment.recover): every batch validated, the segment cut at its first invalid one -- a broken
+    magic byte or a CRC mismatch -- the segments after it kept, its indexes and .txnindex made from what is
+    left, the producer state replayed from before the cut.  With the pure-Python codec too, whose view of
+    the mapped file an error's traceback holds (closing the map raised BufferError over it)."""
     d = tmp_path / "orders-0"
     _written(d).close()
     bases = [int(f[:-4]) for f in log_files(d)]
@@ -860,12 +862,22 @@ def test_a_broken_segment_whose_index_must_be_rebuilt_is_named(tmp_path, codec):
     log = d / f"{mid:020d}.log"
     data = bytearray(log.read_bytes())
     victim = list(iter_batches(bytes(data)))[1]
-    data[victim.position + 16] = 0xEC  # magic -20
+    data[victim.position + (16 if damage == "magic" else 70)] ^= 0xF0
     log.write_bytes(bytes(data))
-    with pytest.raises(CorruptRecordError, match="invalid magic") as info:
-        PartitionWriter(d, codec=codec, segment_bytes=500, index_interval_bytes=60, max_index_size=4096)
-    assert str(log) in str(info.value)
-    assert info.value.position == victim.position + 16
+    later = {f: (d / f).read_bytes() for f in log_files(d) if int(f[:-4]) > mid}
+    with PartitionWriter(d, codec=codec, segment_bytes=500, index_interval_bytes=60, max_index_size=4096) as w:
+        assert w.recovery.cut_segments == ((str(log), victim.position, len(data) - victim.position),)
+        assert str(d / f"{mid:020d}.index") in w.recovery.rebuilt_indexes
+        assert log.stat().st_size == victim.position
+        assert {f: (d / f).read_bytes() for f in log_files(d) if int(f[:-4]) > mid} == later
+        assert w.segments == bases
+        m, aborted = rebuild_from_log(whole_log(d))
+        assert snapshot_set(w.producer_state.snapshot_entries()) == snapshot_set(m.snapshot_entries())
+    with open_partition(d, codec=codec) as p:
+        assert p.aborted_transactions(p.log_start_offset, p.log_end_offset, source="cross-check") == \
+            p.aborted_transactions(p.log_start_offset, p.log_end_offset, source="scan")
+        rows = p.read_table().num_rows
+        assert rows == len(list(p.read(format="records")))
 
 
 def test_leader_epoch_checkpoint(part):

@@ -35,7 +35,10 @@ orphaned index files are removed; every batch of the segments from the recovery 
 list, or an unreadable file, means 0 as for the broker; a ``.kafka_cleanshutdown`` file beside it means no
 recovery) -- and a torn or corrupt batch is cut off with everything after it, later segments included
 (bytes before it are never rewritten); the recovered segments' indexes are rebuilt (so no entry points
-past the end) and any other segment's missing or unsound index is rebuilt from its log; the newest
+past the end); an earlier segment whose index is missing or unsound is recovered as ``LogLoader`` recovers
+it (``LogSegment.recover``): its batches validated, the segment cut at its first invalid one while the
+segments after it stay (as in the broker; snapshots after the cut are deleted, since they describe
+batches no longer there), and its indexes rebuilt from what is left; the newest
 readable snapshot at or below the first recovered segment's base offset is loaded (corrupt ones are
 deleted, as the broker does) and the batches after it are replayed with ``origin="replication"``
 semantics to restore producer state and open transactions; the ``.txnindex`` of every replayed segment
@@ -203,6 +206,9 @@ class RecoveryInfo(NamedTuple):
     replayed_batches: int
     deleted_files: tuple  # stray temporary / orphaned / corrupt / out-of-range files removed
     recovered_from: int | None = None  # base offset of the first segment whose every batch was validated
+    # (path, bytes kept, bytes cut) of each earlier segment cut at an invalid batch when its missing or
+    # damaged index was rebuilt (the segments after it are kept, as the broker keeps them)
+    cut_segments: tuple = ()
 
 
 _CHECKPOINT_LOCK = threading.Lock()
@@ -1063,10 +1069,24 @@ class PartitionWriter:
                 bases = bases[: i + 1]
                 break
             rebuilt += self._rebuild_indexes(base, logs[base])
-        # the segments before: keep sound indexes, rebuild the others from the log
+        # the segments before: keep sound indexes; a segment whose index is missing or damaged is recovered
+        # as LogLoader.loadSegmentFiles does (LogSegment.recover): every batch validated, the segment cut
+        # at its first invalid one (the segments after it stay), its indexes rebuilt from what is left
+        cut_segments = []
         for k, base in enumerate(bases[:-1]):
             sizes[base] = os.path.getsize(logs[base])
             if k < first and not self._indexes_sound(base, sizes[base]):
+                valid, _end, file_size = self._validate_last(logs[base], base, bases[: k + 1], logs)
+                if valid < file_size:
+                    os.truncate(logs[base], valid)
+                    sizes[base] = valid
+                    cut_segments.append((logs[base], valid, file_size - valid))
+                    bad_txn.append(base)  # its .txnindex is made again from the batches left
+                    # snapshots after the cut hold producer state of batches no longer in the log (the broker
+                    # keeps them; here the state is replayed from before the cut instead)
+                    for off in [o for o in snapshots if o > base]:
+                        os.remove(snapshots.pop(off))
+                        deleted.append(os.path.join(d, segment_file_name(off, SNAPSHOT_SUFFIX)))
                 rebuilt += self._rebuild_indexes(base, logs[base])
             txn_path = os.path.join(d, segment_file_name(base, TXN_INDEX_SUFFIX))
             if os.path.exists(txn_path):
@@ -1158,7 +1178,7 @@ class PartitionWriter:
         self._active = seg
         rebuilt += self._rebuild_active_indexes(seg, last_path)
         return RecoveryInfo(len(bases), truncated, valid, tuple(rebuilt), tuple(repaired), snap_offset, start,
-                            replayed, tuple(deleted), bases[first])  # fmt: skip
+                            replayed, tuple(deleted), bases[first], tuple(cut_segments))  # fmt: skip
 
     def _first_to_recover(self, bases) -> int:
         """Index in ``bases`` of the first segment to recover on open: the one holding the recovery point

@@ -217,8 +217,10 @@ def test_a_finished_thread_frees_its_zstd_context_and_buffer():
         t.start()
         t.join()
     assert len(held) == 200
-    # each thread held one of each while it ran (a thread's are freed a moment after join() returns, as
-    # the thread exits, so the one before it may not have let go yet); not freed, they would add up to 200
-    assert all(before[0] + 1 <= z <= before[0] + 2 and before[1] + 1 <= b <= before[1] + 2 for z, b in held)
+    # each thread held a context and a buffer of its own while it ran; a thread's are freed as it exits, a
+    # moment after join() returns, so a few threads (of this test or the ones before) may still be counted
+    # at any time -- never the 200 that threads not freeing theirs would leave
+    assert all(z >= 1 and b >= 1 for z, b in held)
+    assert max(z for z, _ in held) <= before[0] + 10 and max(b for _, b in held) <= before[1] + 10
     after = CY._thread_resources()
-    assert after[0] <= before[0] + 1 and after[1] <= before[1] + 1
+    assert after[0] <= before[0] + 10 and after[1] <= before[1] + 10

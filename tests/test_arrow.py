@@ -1445,7 +1445,6 @@ def test_compressed_columns_are_sized_from_the_frame_headers(compression):
     2:1, so four times the compressed size would be twice the column: that buffer would be too large to
     keep under this cache limit, and every decode would fault in fresh memory for its values."""
     cy = load_backend("cython")
-    old = cy.buffer_cache_limit(0)  # start empty
     rng = np.random.default_rng(7)
     parts = []
     for batch in range(10):
@@ -1457,8 +1456,7 @@ def test_compressed_columns_are_sized_from_the_frame_headers(compression):
     log = b"".join(parts)
     values = 1000 * 10_000
     assert len(log) > values // 3  # (compressed about 2:1: the premise of the test)
-    try:
-        cy.buffer_cache_limit(values * 3 // 2)
+    with _empty_cache(cy, values * 3 // 2):
         rb = cy.decode_arrow(log, columns=["value"])
         assert rb.num_rows == 1000 and _value_data(rb).size == values
         del rb
@@ -1468,8 +1466,6 @@ def test_compressed_columns_are_sized_from_the_frame_headers(compression):
         again = cy.decode_arrow(log, columns=["value"])
         assert cy.buffer_cache_bytes() == 0  # and the next decode took it
         assert again.column("value")[999].as_py() == last
-    finally:
-        cy.buffer_cache_limit(old)
 
 
 @pytest.mark.parametrize("codec", ["lz4", "zstd"])

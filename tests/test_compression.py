@@ -154,16 +154,19 @@ from kafkatx import _codec  # noqa: E402
 SYSTEM_ZSTD = (_codec._zstd_frame_into, _codec._zstd_frame_bytes)
 
 
+def _set_zstd_inflater(mp, system: bool):
+    """Point compression's single-frame zstd hooks at the system libzstd's inflaters, or at none
+    (python-zstandard inflates everything)."""
+    into, as_bytes = SYSTEM_ZSTD if system else (None, None)
+    mp.setattr(compression, "_zstd_into", into)
+    mp.setattr(compression, "_zstd_bytes", as_bytes)
+
+
 @pytest.fixture(params=["system", "zstandard"])
 def zstd_inflater(request, monkeypatch):
-    if request.param == "system":
-        if not _codec.ZSTD_SYSTEM_VERSION:
-            pytest.skip("no system libzstd of 1.4.0 or later can be loaded here")
-        monkeypatch.setattr(compression, "_zstd_into", SYSTEM_ZSTD[0])
-        monkeypatch.setattr(compression, "_zstd_bytes", SYSTEM_ZSTD[1])
-    else:
-        monkeypatch.setattr(compression, "_zstd_into", None)
-        monkeypatch.setattr(compression, "_zstd_bytes", None)
+    if request.param == "system" and not _codec.ZSTD_SYSTEM_VERSION:
+        pytest.skip("no system libzstd of 1.4.0 or later can be loaded here")
+    _set_zstd_inflater(monkeypatch, request.param == "system")
     return request.param
 
 
@@ -211,8 +214,7 @@ def test_a_rejected_zstd_frame_gets_the_same_error_from_either_inflater(zstd_inf
         messages.add(str(info.value))
     # python-zstandard names the error in both cases, so it reads the same whichever inflater ran first
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(compression, "_zstd_into", None)
-        mp.setattr(compression, "_zstd_bytes", None)
+        _set_zstd_inflater(mp, False)
         with pytest.raises(DecompressionError) as info:
             decompress(ZSTD, bytes(checked))
     assert messages == {str(info.value)}
@@ -263,8 +265,7 @@ def test_a_finished_threads_zstd_context_is_freed(monkeypatch):
     """python-zstandard's context is kept per thread and freed when the thread ends: 400 short-lived
     threads do not keep 400 of them (measured: the resident size grows ~1 MB with the contexts freed,
     ~16 MB without).  The system libzstd's contexts are counted instead, in test_inflate_fast."""
-    monkeypatch.setattr(compression, "_zstd_into", None)
-    monkeypatch.setattr(compression, "_zstd_bytes", None)
+    _set_zstd_inflater(monkeypatch, False)
     data = b"".join(b"record %d " % i for i in range(200_000))[:1_000_000]
     packed = zstandard.ZstdCompressor(level=3).compress(data)
 

@@ -95,23 +95,23 @@ def records(n: int = N_RECORDS):
     return keys, values, timestamps
 
 
-def batches(n: int = N_RECORDS):
+def batches(n: int = N_RECORDS, per_batch: int = BATCH_RECORDS):
     """``(base_offset, producer_id, producer_epoch, base_sequence, start, stop)`` per batch (record slice)."""
     out = []
-    for b in range(n // BATCH_RECORDS):
-        start = b * BATCH_RECORDS
-        seq = (b // N_PRODUCERS) * BATCH_RECORDS
-        out.append((start, PRODUCER_ID0 + b % N_PRODUCERS, PRODUCER_EPOCH, seq, start, start + BATCH_RECORDS))
+    for b in range(n // per_batch):
+        start = b * per_batch
+        seq = (b // N_PRODUCERS) * per_batch
+        out.append((start, PRODUCER_ID0 + b % N_PRODUCERS, PRODUCER_EPOCH, seq, start, start + per_batch))
     return out
 
 
 # ------------------------------------------------------------------------------------------ builders
-def encode_kafkatx(kx, codec: str, n: int) -> list:
+def encode_kafkatx(kx, codec: str, n: int, per_batch: int = BATCH_RECORDS) -> list:
     """Batches built by ``kx.BatchBuilder`` (``kx`` = the kafkatx package or one of its backend modules)."""
     keys, values, ts = records(n)
     out = []
     Builder = kx.BatchBuilder
-    for base, pid, epoch, seq, start, stop in batches(n):
+    for base, pid, epoch, seq, start, stop in batches(n, per_batch):
         bb = Builder(base_offset=base, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                      transactional=True, compression=codec)  # fmt: skip
         append = bb.append
@@ -121,13 +121,13 @@ def encode_kafkatx(kx, codec: str, n: int) -> list:
     return out
 
 
-def _encode_peer(builder_cls, codec: str, n: int) -> list:
+def _encode_peer(builder_cls, codec: str, n: int, per_batch: int = BATCH_RECORDS) -> list:
     """Batches built by a peer's ``DefaultRecordBatchBuilder`` (aiokafka and kafka-python share its
     signature; base offset 0, as a producer sends them)."""
     keys, values, ts = records(n)
     cid = CODEC_IDS[codec]
     out = []
-    for _base, pid, epoch, seq, start, stop in batches(n):
+    for _base, pid, epoch, seq, start, stop in batches(n, per_batch):
         bb = builder_cls(2, cid, 1, pid, epoch, seq, 1 << 30)
         append = bb.append
         for i in range(start, stop):
@@ -136,24 +136,24 @@ def _encode_peer(builder_cls, codec: str, n: int) -> list:
     return out
 
 
-def encode_aiokafka(codec: str, n: int) -> list:
+def encode_aiokafka(codec: str, n: int, per_batch: int = BATCH_RECORDS) -> list:
     """Batches built by aiokafka's ``DefaultRecordBatchBuilder``."""
     from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-    return _encode_peer(DefaultRecordBatchBuilder, codec, n)
+    return _encode_peer(DefaultRecordBatchBuilder, codec, n, per_batch)
 
 
-def encode_kafka_python(codec: str, n: int) -> list:
+def encode_kafka_python(codec: str, n: int, per_batch: int = BATCH_RECORDS) -> list:
     """Batches built by kafka-python's ``DefaultRecordBatchBuilder``."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    return _encode_peer(DefaultRecordBatchBuilder, codec, n)
+    return _encode_peer(DefaultRecordBatchBuilder, codec, n, per_batch)
 
 
-def with_base_offsets(parts: list, n: int) -> bytes:
+def with_base_offsets(parts: list, n: int, per_batch: int = BATCH_RECORDS) -> bytes:
     """Concatenate producer-built batches, writing each base offset (not covered by the CRC) as a broker does."""
     out = bytearray()
-    for part, (base, *_rest) in zip(parts, batches(n)):
+    for part, (base, *_rest) in zip(parts, batches(n, per_batch)):
         start = len(out)
         out += part
         struct.pack_into(">q", out, start, base)

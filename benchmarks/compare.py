@@ -439,6 +439,43 @@ def _(ctx):
     return _encode_row(ctx, "encode", "encode (BatchBuilder)", "none")
 
 
+SMALL_BATCH_RECORDS = 1  # a producer with linger.ms=0 sends each record in a batch of its own
+
+
+@row("encode_small")
+def _(ctx):
+    """Per-batch cost: the first tenth of the workload, one record per batch, as a producer that does not
+    linger sends it (building a batch then costs more than appending its record)."""
+    kx = ctx.kx
+    n = ctx.n // 10
+    per = SMALL_BATCH_RECORDS
+    keys, values, ts = _data.records(ctx.n)
+    want = [(i, ts[i], keys[i], values[i]) for i in range(n)]
+    log_bytes = sum(map(len, _data.encode_kafkatx(kx, "none", n, per)))
+
+    def check(lib, parts):
+        assert len(parts) == n // per, f"{lib}: {len(parts)} batches"
+        log = b"".join(parts) if lib == "kafkatx" else _data.with_base_offsets(parts, n, per)
+        got = [(r.offset, r.timestamp, r.key, r.value) for r in kx.decode_records(log)]
+        assert got == want, f"{lib}: encoded records differ"
+
+    return Row(
+        key="encode_small",
+        name=f"encode, {per}-record batches",
+        what=f"{n // per:,} transactional batches of {per} record (the workload's first {n:,} records, explicit "
+        "timestamps): builder + append + build per batch",
+        records=n,
+        nbytes=log_bytes,
+        impls={
+            "kafkatx": lambda: _data.encode_kafkatx(kx, "none", n, per),
+            "aiokafka": lambda: _data.encode_aiokafka("none", n, per),
+            "kafka-python": lambda: _data.encode_kafka_python("none", n, per),
+        },
+        check=check,
+        notes={lib: "as the encode row, a new builder per record" for lib in ("kafkatx", "aiokafka", "kafka-python")},
+    )
+
+
 @row("encode_lz4")
 def _(ctx):
     return _encode_row(ctx, "encode_lz4", "encode, lz4", "lz4")

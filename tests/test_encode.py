@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import enum
 import struct
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import _spec
 from _strategies import CODECS, batch_st, build, expected
 from conftest import golden_cases, load_backend, load_golden
-from kafkatx.errors import InvalidAppendError, KafkaTxError
+from kafkatx._common import check_builder_args
+from kafkatx.errors import InvalidAppendError, KafkaTxError, UnsupportedCompressionError
 
 
 
@@ -149,6 +152,106 @@ def test_empty_builder_builds_nothing(codec):
 def test_invalid_builder_arguments(codec, kwargs):
     with pytest.raises(InvalidAppendError):
         codec.BatchBuilder(**kwargs)
+
+
+class _Small(enum.IntEnum):  # an int subclass: the compiled builder checks plain ints in C, others in Python
+    ONE = 1
+
+
+_INT_RANGES = {
+    "base_offset": (0, (1 << 63) - 1),
+    "producer_id": (-(1 << 63), (1 << 63) - 1),
+    "producer_epoch": (-(1 << 15), (1 << 15) - 1),
+    "base_sequence": (-(1 << 31), (1 << 31) - 1),
+    "partition_leader_epoch": (-(1 << 31), (1 << 31) - 1),
+}
+_FOREIGN = [True, False, None, 1.0, "1", _Small.ONE]
+_OTHER_VALUES = {
+    **{name: st.one_of(st.sampled_from([lo - 1, lo, lo + 1, -1, 0, 1, hi - 1, hi, hi + 1] + _FOREIGN),
+                       st.integers(lo - 2, hi + 2))
+       for name, (lo, hi) in _INT_RANGES.items()},
+    "transactional": st.sampled_from([True, False, 0, 1, None, "", "yes"]),
+    "delete_horizon_ms": st.sampled_from([0, 5, (1 << 63) - 1, 1 << 63, -5, 1.5, True]),
+    "timestamp_type": st.sampled_from(["log_append_time", "CREATE_TIME", "LogAppendTime", None, 0]),
+    "compression": st.sampled_from(["lz4", "ZSTD", "Gzip", 0, 3, 4, 5, None, "brotli", True]),
+}
+
+
+@st.composite
+def _builder_kwargs(draw):
+    """Arguments a producer passes (an idempotent or transactional producer's, or none), with up to three of
+    them changed to an edge of their range, a value past it or a value of another type."""
+    idem = draw(st.booleans())
+    kw = dict(
+        base_offset=draw(st.integers(0, (1 << 63) - 1)),
+        producer_id=draw(st.integers(0, (1 << 63) - 1)) if idem else -1,
+        producer_epoch=draw(st.integers(0, (1 << 15) - 1)) if idem else -1,
+        base_sequence=draw(st.integers(0, (1 << 31) - 1)) if idem else -1,
+        partition_leader_epoch=draw(st.integers(-(1 << 31), (1 << 31) - 1)),
+        transactional=draw(st.booleans()) if idem else False,
+        delete_horizon_ms=None,
+        timestamp_type="create_time",
+        compression="none",
+    )
+    for name in draw(st.lists(st.sampled_from(sorted(_OTHER_VALUES)), max_size=3, unique=True)):
+        kw[name] = draw(_OTHER_VALUES[name])
+    return kw
+
+
+def _one_field_cases():
+    """Each integer argument at and past both ends of its range, or of another type, the others valid (an
+    idempotent producer's, or none)."""
+    for idem in (True, False):
+        base = dict(producer_id=7, producer_epoch=1, base_sequence=5) if idem else {}
+        for name, (lo, hi) in _INT_RANGES.items():
+            for v in [lo - 1, lo, hi, hi + 1] + _FOREIGN:
+                yield pytest.param({**base, name: v}, id=f"{'idem' if idem else 'plain'}-{name}={v!r}")
+
+
+@pytest.mark.parametrize("kw", list(_one_field_cases()))
+def test_builder_argument_edges_follow_the_python_rules(codec, kw):
+    _check_builder_arguments(codec, kw)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kw=_builder_kwargs())
+def test_builder_arguments_follow_the_python_rules(codec, kw):
+    _check_builder_arguments(codec, kw)
+
+
+def _check_builder_arguments(codec, kw):
+    """The compiled builder decides the common arguments in C: it must accept exactly what the rules in
+    kafkatx._common and kafkatx.compression accept, and build the header they describe."""
+    kw = {"base_offset": 0, "producer_id": -1, "producer_epoch": -1, "base_sequence": -1,
+          "partition_leader_epoch": -1, "transactional": False, "delete_horizon_ms": None,
+          "timestamp_type": "create_time", "compression": "none", **kw}  # fmt: skip
+    from kafkatx._common import timestamp_type_bits
+    from kafkatx.compression import codec_id
+
+    base_offset, producer_id, producer_epoch, base_sequence, leader_epoch, transactional = (
+        kw["base_offset"], kw["producer_id"], kw["producer_epoch"], kw["base_sequence"],
+        kw["partition_leader_epoch"], kw["transactional"])  # fmt: skip
+    try:
+        check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional, leader_epoch,
+                           kw["delete_horizon_ms"])
+        ts_bits = timestamp_type_bits(kw["timestamp_type"])
+        cid = codec_id(kw["compression"])
+    except (InvalidAppendError, UnsupportedCompressionError) as exc:
+        with pytest.raises(type(exc)):
+            codec.BatchBuilder(**kw)
+        return
+    b = codec.BatchBuilder(**kw)
+    assert (b.base_offset, b.producer_id, b.producer_epoch, b.base_sequence, b.partition_leader_epoch) == (
+        base_offset, producer_id, producer_epoch, base_sequence, leader_epoch)
+    assert b.transactional == bool(transactional)
+    b.append(b"v", key=b"k", timestamp=1_700_000_000_000)
+    (batch,) = codec.iter_batches(b.build())
+    assert batch.attributes & 0x7 == cid
+    assert bool(batch.attributes & 0x8) == bool(ts_bits)
+    assert batch.is_transactional == bool(transactional)
+    assert (batch.base_offset, batch.producer_id, batch.producer_epoch, batch.base_sequence,
+            batch.partition_leader_epoch) == (base_offset, producer_id, producer_epoch, base_sequence,
+                                              leader_epoch)  # fmt: skip
 
 
 def test_invalid_append_error_is_a_value_error():

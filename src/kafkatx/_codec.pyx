@@ -10,7 +10,9 @@ caller's buffer and the batch base offset.
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem
 from cpython.list cimport PyList_Append
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
@@ -25,10 +27,10 @@ import time
 
 from . import _control, _legacy
 from . import compression as _compression
-from ._common import (ARROW_COLUMNS, RecordList, arrow_schema, check_builder_args, encode_table, isolation_flag,
-                      new_aborted_pairs, one_array, timestamp_type_bits)
+from ._common import (ARROW_COLUMNS, TIMESTAMP_TYPE_BITS, RecordList, arrow_schema, check_builder_args, encode_table,
+                      isolation_flag, new_aborted_pairs, one_array, timestamp_type_bits)
 from ._common import as_bytes as _as_bytes, as_headers as _as_headers
-from ._consts import COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
+from ._consts import COMPRESSION_IDS, COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import (
     CorruptRecordError,
     CrcMismatchError,
@@ -1894,6 +1896,76 @@ cdef inline Py_ssize_t write_record_kv(uint8_t *p, Py_ssize_t body, int64_t ts_d
     return p - start
 
 
+# A builder's buffer starts at BUILDER_BUFFER bytes (most producer batches fit without a reallocation).  The
+# buffer of the last builder freed is kept for the next one: a producer builds one batch after another, and
+# malloc and free of a block this size cost as much as a one-record append.  (Both under the GIL.)
+cdef enum:
+    BUILDER_BUFFER = 65536
+cdef uint8_t *_spare_buffer = NULL
+
+
+cdef uint8_t *_builder_buffer(Py_ssize_t *cap) except NULL:
+    global _spare_buffer
+    cdef uint8_t *buf = _spare_buffer
+    _spare_buffer = NULL
+    if buf == NULL:
+        buf = <uint8_t *>malloc(BUILDER_BUFFER)
+        if buf == NULL:
+            raise MemoryError()
+    cap[0] = BUILDER_BUFFER
+    return buf
+
+
+cdef void _builder_buffer_back(uint8_t *buf, Py_ssize_t cap) noexcept:
+    global _spare_buffer
+    if buf == NULL:
+        return
+    if _spare_buffer == NULL and cap == BUILDER_BUFFER:
+        _spare_buffer = buf
+    else:
+        free(buf)
+
+
+cdef dict _TS_BITS = TIMESTAMP_TYPE_BITS
+cdef dict _CODEC_IDS = COMPRESSION_IDS
+
+
+cdef inline object _name_lookup(dict names, object name):
+    """``names[name]`` for a ``str`` name spelt as the dict has it, else None."""
+    cdef PyObject *hit
+    if type(name) is not str:
+        return None
+    hit = PyDict_GetItem(names, name)
+    return <object>hit if hit != NULL else None
+
+
+cdef inline bint _int_in(object v, int64_t lo, int64_t hi, int64_t *out) noexcept:
+    """``v`` is an ``int`` (the type itself) in ``[lo, hi]``; its value in ``out``."""
+    cdef int overflow = 0
+    if type(v) is not int:
+        return False
+    out[0] = PyLong_AsLongLongAndOverflow(v, &overflow)
+    return overflow == 0 and lo <= out[0] <= hi
+
+
+cdef bint _builder_args_ok(object base_offset, object producer_id, object producer_epoch, object base_sequence,
+                           object transactional, object leader_epoch, object delete_horizon_ms) noexcept:
+    """True if ``check_builder_args`` would pass these, decided in C for the common case (plain ints in
+    range, a plain bool, no delete horizon): a producer builds a batch per send, and the Python check cost
+    more than the rest of a one-record batch.  False only means that the Python check decides."""
+    cdef int64_t off, pid, epoch, seq, leader
+    if delete_horizon_ms is not None or (transactional is not True and transactional is not False):
+        return False
+    if not (_int_in(base_offset, 0, INT64_MAX, &off) and _int_in(producer_id, INT64_MIN, INT64_MAX, &pid)
+            and _int_in(producer_epoch, -32768, 32767, &epoch)
+            and _int_in(base_sequence, -2147483648, 2147483647, &seq)
+            and _int_in(leader_epoch, -2147483648, 2147483647, &leader)):
+        return False
+    if pid >= 0:
+        return epoch >= 0 and seq >= 0
+    return transactional is False
+
+
 @cython.final
 cdef class BatchBuilder:
     """Builds one v2 record batch, byte for byte as Kafka's ``MemoryRecordsBuilder`` does."""
@@ -1924,10 +1996,15 @@ cdef class BatchBuilder:
     def __init__(self, *, base_offset=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=False,
                  compression="none", compression_level=None, timestamp_type="create_time", partition_leader_epoch=-1,
                  log_append_time=None, delete_horizon_ms=None):
-        check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
-                           partition_leader_epoch, delete_horizon_ms)
-        self._ts_type = timestamp_type_bits(timestamp_type)
-        self._cid = _compression.codec_id(compression)
+        if not _builder_args_ok(base_offset, producer_id, producer_epoch, base_sequence, transactional,
+                                partition_leader_epoch, delete_horizon_ms):
+            check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
+                               partition_leader_epoch, delete_horizon_ms)
+        # the names as written are looked up here; anything else (case, ids, errors) in the Python helpers
+        bits = _name_lookup(_TS_BITS, timestamp_type)
+        self._ts_type = bits if bits is not None else timestamp_type_bits(timestamp_type)
+        cid = _name_lookup(_CODEC_IDS, compression)
+        self._cid = cid if cid is not None else _compression.codec_id(compression)
         self._level = compression_level
         self.base_offset = base_offset
         self.producer_id = producer_id
@@ -1944,16 +2021,13 @@ cdef class BatchBuilder:
         self._max_ts = -1
         self._has_first_ts = delete_horizon_ms is not None
         self._first_ts = delete_horizon_ms if delete_horizon_ms is not None else 0
-        self._cap = 65536  # most producer batches fit without a reallocation
-        self._buf = <uint8_t *>malloc(self._cap)
-        if self._buf == NULL:
-            raise MemoryError()
+        if self._buf == NULL:  # (a second __init__ keeps the buffer it has)
+            self._buf = _builder_buffer(&self._cap)
         self._len = RECORD_BATCH_OVERHEAD  # the header is written by build()
 
     def __dealloc__(self):
-        if self._buf != NULL:
-            free(self._buf)
-            self._buf = NULL
+        _builder_buffer_back(self._buf, self._cap)
+        self._buf = NULL
 
     cdef int _reserve(self, Py_ssize_t extra) except -1:
         cdef Py_ssize_t need = self._len + extra

@@ -576,6 +576,17 @@ cdef object _arrow():
     return _pa
 
 
+cdef object _headers_list_type = None
+
+
+cdef object _headers_type():
+    """The type of the headers column (the schema's), looked up once."""
+    global _headers_list_type
+    if _headers_list_type is None:
+        _headers_list_type = arrow_schema(("headers",)).field("headers").type
+    return _headers_list_type
+
+
 cdef object _finish(_Columns cols, dict meta):
     pa = _arrow()
     cdef Py_ssize_t n = cols.n
@@ -605,10 +616,9 @@ cdef object _finish(_Columns cols, dict meta):
         names.append("headers")
         hkeys = _bin_array(&cols.h_key, cols.h_n, pa.string())
         hvals = _bin_array(&cols.h_value, cols.h_n, pa.binary())
-        struct_type = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
-        items = pa.StructArray.from_arrays([hkeys, hvals], fields=list(struct_type))
-        arrays.append(pa.Array.from_buffers(pa.list_(pa.field("item", struct_type, nullable=False)), n,
-                                            [None, _take(&cols.h_list_offsets)], children=[items]))
+        list_type = _headers_type()
+        items = pa.StructArray.from_arrays([hkeys, hvals], fields=list(list_type.value_type))
+        arrays.append(pa.Array.from_buffers(list_type, n, [None, _take(&cols.h_list_offsets)], children=[items]))
     if want & COL_PRODUCER_ID:
         names.append("producer_id")
         arrays.append(pa.Array.from_buffers(pa.int64(), n, [None, _take(&cols.producer_id)]))

@@ -361,6 +361,28 @@ def test_summary_segment_mixed(capfd):
     assert "(1 idempotent, 3 transactional)" in got["producers"]
 
 
+def test_summary_lists_a_producers_epochs_as_runs(capfd, tmp_path):
+    """A producer bumped a few times shows its epochs as runs; one fenced over and over (hundreds of
+    epochs) is summed up in one short line instead of listing them all."""
+    epochs = {7: [0], 8: [0, 1, 2, 5], 9: list(range(0, 600, 3)) + [601]}
+    parts, offset = [], 0
+    for pid, es in epochs.items():
+        for e in es:
+            b = kafkatx.BatchBuilder(base_offset=offset, producer_id=pid, producer_epoch=e, base_sequence=0)
+            b.append(b"v", timestamp=1_700_000_000_000)
+            parts.append(b.build())
+            offset += 1
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"".join(parts))
+    code, out, err = run(capfd, "summary", str(path))
+    assert code == 0, err
+    lines = {int(line.split()[1]): line for line in out.splitlines() if line.startswith("    pid ")}
+    assert "idempotent, epoch 0: 1 batch," in lines[7]
+    assert "idempotent, epochs 0-2,5: 4 batches," in lines[8]
+    assert "idempotent, 201 epochs from 0 to 601 (200 gaps): 201 batches," in lines[9]
+    assert max(len(line) for line in lines.values()) < 120
+
+
 def test_summary_directory_equals_the_whole_segment(capfd, tmp_path):
     side = sidecar("segment_mixed")
     data = (GOLDEN / "segment_mixed.bin").read_bytes()

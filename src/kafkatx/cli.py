@@ -655,9 +655,8 @@ def _print_summary(s: LogSummary) -> None:
     for pid in idem + txn:
         p = s.producers[pid]
         kind = "transactional" if p.transactional else "idempotent"
-        epochs = ",".join(str(e) for e in sorted(p.epochs))
         seq = f", sequences {p.first_seq}..{p.last_seq}" if p.first_seq is not None else ""
-        line = f"    pid {pid} {kind}, epoch {epochs}: {_n(p.batches, 'batch')}, {_n(p.records, 'record')}{seq}"
+        line = f"    pid {pid} {kind}, {_epochs(p.epochs)}: {_n(p.batches, 'batch')}, {_n(p.records, 'record')}{seq}"
         if p.transactional:
             line += f"; transactions {p.committed} committed, {p.aborted} aborted"
             if p.empty_aborts:
@@ -676,6 +675,23 @@ def _print_summary(s: LogSummary) -> None:
     hidden = s.read_uncommitted - s.read_committed
     nxt = f", next fetch offset {s.next_offset}" if s.next_offset is not None else ""
     _out(f"  {'read_committed':<{w}}{s.read_committed} records ({hidden} hidden){nxt}")
+
+
+def _epochs(epochs) -> str:
+    """A producer's epochs as runs (``epoch 3``, ``epochs 0-4,7,9-12``); past eight runs (a transactional
+    id fenced over and over), their number and span instead."""
+    es = sorted(epochs)
+    if len(es) == 1:
+        return f"epoch {es[0]}"
+    runs: list = []
+    for e in es:
+        if runs and e == runs[-1][1] + 1:
+            runs[-1][1] = e
+        else:
+            runs.append([e, e])
+    if len(runs) <= 8:
+        return "epochs " + ",".join(f"{a}-{b}" if a != b else str(a) for a, b in runs)
+    return f"{len(es)} epochs from {es[0]} to {es[-1]} ({len(runs) - 1} gaps)"
 
 
 def _n(count: int, noun: str) -> str:

@@ -678,8 +678,9 @@ def _print_summary(s: LogSummary) -> None:
 
 
 def _epochs(epochs) -> str:
-    """A producer's epochs as runs (``epoch 3``, ``epochs 0-4,7,9-12``); past eight runs (a transactional
-    id fenced over and over), their number and span instead."""
+    """A producer's epochs as runs (``epoch 3``, ``epochs 0-4,7,9-12``); past eight runs (an epoch bumped at
+    every transaction's end, as transactions version 2 does, or fenced over and over), their number and span
+    instead."""
     es = sorted(epochs)
     if len(es) == 1:
         return f"epoch {es[0]}"

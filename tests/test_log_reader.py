@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import pathlib
 import shutil
 import struct
@@ -381,6 +382,7 @@ def test_read_ahead_changes_nothing(built, codec, monkeypatch):
     without = _read_everything(built.dir, codec)
     calls = []
     populate_many = codec.populate_many
+    ran = threading.Event()
 
     class Counting:
         def __getattr__(self, name):
@@ -390,8 +392,19 @@ def test_read_ahead_changes_nothing(built, codec, monkeypatch):
         def populate_many(items):
             got = populate_many(items)
             calls.append((len(items), sum(b - a for _m, a, b in items), got))
+            ran.set()
             return got
 
+    close = reader._Prefetcher.close
+
+    def close_after_a_step(self):
+        # on a busy machine these small reads could end before the thread is first scheduled: let a
+        # started thread take its first step (at most 10 s) before the first read closes it
+        if self._thread is not None:
+            ran.wait(10)
+        close(self)
+
+    monkeypatch.setattr(reader._Prefetcher, "close", close_after_a_step)
     monkeypatch.setattr(reader, "PREFETCH_MIN_BYTES", 0)
     monkeypatch.setattr(reader._Prefetcher, "STEP", 512)  # many calls per segment
     with_ = _read_everything(built.dir, Counting())

@@ -276,12 +276,20 @@ def test_a_finished_threads_zstd_context_is_freed(monkeypatch):
         t = threading.Thread(target=work)
         t.start()
         t.join()
-    before = _rss_bytes()
-    for _ in range(400):
-        t = threading.Thread(target=work)
-        t.start()
-        t.join()
-    assert _rss_bytes() - before < 8 << 20
+    # The resident size also moves with whatever else the process's allocators do (after hundreds of other
+    # tests on a busy machine, one round of 400 threads once grew it 9.4 MB with nothing leaked): a leak
+    # grows it in every round, so the test fails only if three rounds in a row do.
+    growth = []
+    for _round in range(3):
+        before = _rss_bytes()
+        for _ in range(400):
+            t = threading.Thread(target=work)
+            t.start()
+            t.join()
+        growth.append(_rss_bytes() - before)
+        if growth[-1] < 8 << 20:
+            break
+    assert min(growth) < 8 << 20, f"the resident size grew {[g >> 20 for g in growth]} MiB in each round"
 
 
 def test_kafkatx_system_libs_0_keeps_the_python_packages():

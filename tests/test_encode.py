@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import _spec
 from _strategies import CODECS, batch_st, build, expected
 from conftest import golden_cases, load_backend, load_golden
-from kafkatx._common import check_builder_args
+from kafkatx._common import check_builder_args, timestamp_type_bits
+from kafkatx.compression import codec_id
 from kafkatx.errors import InvalidAppendError, KafkaTxError, UnsupportedCompressionError
 
 
@@ -225,9 +226,6 @@ def _check_builder_arguments(codec, kw):
     kw = {"base_offset": 0, "producer_id": -1, "producer_epoch": -1, "base_sequence": -1,
           "partition_leader_epoch": -1, "transactional": False, "delete_horizon_ms": None,
           "timestamp_type": "create_time", "compression": "none", **kw}  # fmt: skip
-    from kafkatx._common import timestamp_type_bits
-    from kafkatx.compression import codec_id
-
     base_offset, producer_id, producer_epoch, base_sequence, leader_epoch, transactional = (
         kw["base_offset"], kw["producer_id"], kw["producer_epoch"], kw["base_sequence"],
         kw["partition_leader_epoch"], kw["transactional"])  # fmt: skip

@@ -32,7 +32,6 @@ import gzip
 import os
 import random
 import shutil
-import struct
 import sys
 import tempfile
 import time
@@ -46,23 +45,16 @@ import kafkatx
 from kafkatx import compression
 from kafkatx.errors import KafkaTxError
 
-HEADER_SIZE = 61  # a v2 batch's header, up to its records
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests"))
+from _damage import DAMAGES, STEPS, damage_file, run_step  # noqa: E402 - the tests' helpers
+from _spec import HEADER_SIZE, rebatch  # noqa: E402
+
 
 
 def _backends():
     import importlib
 
     return importlib.import_module("kafkatx._codec"), importlib.import_module("kafkatx._codec_py")
-
-
-def _rebatch(batch: bytes, records, codec_id: int) -> bytes:
-    """``batch``'s header around another records section and compression id; length and CRC made right."""
-    out = bytearray(batch[:HEADER_SIZE]) + bytes(records)
-    struct.pack_into(">i", out, 8, len(out) - 12)
-    (attrs,) = struct.unpack_from(">h", out, 21)
-    struct.pack_into(">h", out, 21, (attrs & ~0x07) | codec_id)
-    struct.pack_into(">I", out, 17, kafkatx.crc32c(bytes(out[21:])))
-    return bytes(out)
 
 
 def _compress(rng: random.Random, cid: int, data: bytes) -> bytes:
@@ -115,7 +107,7 @@ def fuzz_codec(rng: random.Random, deadline: float, keep: str) -> tuple[int, lis
         if how == "records":
             for _ in range(rng.randrange(1, 4)):
                 records[rng.randrange(len(records))] ^= rng.randrange(1, 256)
-            data = _rebatch(base, _compress(rng, cid, bytes(records)), cid)
+            data = rebatch(base, _compress(rng, cid, bytes(records)), cid)
         else:
             payload = bytearray(_compress(rng, cid, bytes(records)))
             m = rng.choice(["flip", "cut", "append"])
@@ -126,7 +118,7 @@ def fuzz_codec(rng: random.Random, deadline: float, keep: str) -> tuple[int, lis
                 del payload[rng.randrange(len(payload)) :]
             else:
                 payload += bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 9)))
-            data = _rebatch(base, payload, cid)
+            data = rebatch(base, payload, cid)
             if how == "raw":
                 raw = bytearray(data)
                 raw[rng.randrange(len(raw))] ^= rng.randrange(1, 256)
@@ -151,7 +143,7 @@ def fuzz_codec(rng: random.Random, deadline: float, keep: str) -> tuple[int, lis
 
 
 def fuzz_logdir(rng: random.Random, deadline: float, keep: str) -> tuple[int, list]:
-    from kafkatx.log import PartitionWriter, generate, open_partition, wait_for_release
+    from kafkatx.log import generate, wait_for_release
 
     findings, n = [], 0
     with tempfile.TemporaryDirectory(prefix="kafkatx-fuzz-") as tmp:
@@ -168,40 +160,12 @@ def fuzz_logdir(rng: random.Random, deadline: float, keep: str) -> tuple[int, li
             damage = []
             for _ in range(rng.randrange(1, 3)):
                 name = rng.choice(small if rng.random() < 0.7 else names)
-                path = os.path.join(work, name)
-                with open(path, "rb") as fh:
-                    data = bytearray(fh.read())
-                how = rng.choice(["flip", "cut", "append", "zero", "empty"])
-                at = rng.randrange(len(data)) if data else 0
-                if how == "flip" and data:
-                    data[at] ^= rng.randrange(1, 256)
-                elif how == "cut":
-                    del data[at:]
-                elif how == "zero":
-                    data[at : at + 64] = bytes(len(data[at : at + 64]))
-                elif how == "empty":
-                    data = bytearray()
-                else:
-                    data += bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 40)))
-                with open(path, "wb") as fh:
-                    fh.write(data)
-                damage.append(f"{name} {how} at {at}")
-            for step in ("read_committed", "records", "read_uncommitted", "writer"):
+                how, k = rng.choice(DAMAGES), rng.randrange(1, 256)
+                at = damage_file(os.path.join(work, name), how, rng.random(), k)
+                damage.append(f"{name} {how} {k} at {at}")
+            for step in STEPS:
                 try:
-                    if step == "writer":
-                        PartitionWriter(work).close()
-                        w = PartitionWriter(work)
-                        w.close()
-                        last = "%020d" % w.segments[-1]
-                        again = [p for p in w.recovery.rebuilt_indexes if not os.path.basename(p).startswith(last)]
-                        if again or w.recovery.truncated_bytes or w.recovery.cut_segments:
-                            raise AssertionError(f"the recovered directory was repaired again: {w.recovery}")
-                    else:
-                        with open_partition(work) as p:
-                            if step == "records":
-                                sum(1 for _ in p.read(format="records"))
-                            else:
-                                p.read_table(isolation=step)
+                    run_step(work, step)
                 except KafkaTxError:
                     pass
                 except Exception:  # noqa: BLE001 - the finding

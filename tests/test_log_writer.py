@@ -880,6 +880,38 @@ def test_an_earlier_segment_whose_index_is_rebuilt_is_recovered_as_the_broker_do
         assert rows == len(list(p.read(format="records")))
 
 
+def test_an_earlier_damaged_txnindex_is_remade_without_touching_later_segments(tmp_path, codec):
+    """A damaged .txnindex of an earlier segment is made again from the producer state at that segment, as
+    LogLoader.recoverSegment does, and the later segments keep the state of the newest snapshot.  Here the
+    segment between them was lost (emptied), taking the start of a transaction that a later segment's
+    .txnindex aborts: replaying from the earlier segment's snapshot through the gap dropped that entry, and
+    the next open, starting at the newer snapshot, wrote it back -- the directory was repaired on every
+    other open.  Found by scripts/fuzz.py logdir."""
+    from kafkatx.log import generate
+
+    generate(tmp_path, records=3000, partitions=1, segment_bytes=32 << 10, batch_records=(5, 60), seed=11,
+             workers=0, txn_state_partitions=1)  # fmt: skip
+    d = tmp_path / "orders-0"
+    bases = [int(f[:-4]) for f in log_files(d)]
+    txn = {b: read_txnindex(d / f"{b:020d}.txnindex", base_offset=b) for b in bases
+           if (d / f"{b:020d}.txnindex").exists()}  # fmt: skip
+    # a segment aborting a transaction begun in the segment before it, and an earlier segment with aborts
+    later, gap = next((b, bases[i - 1]) for i, b in enumerate(bases[2:], 2)
+                      if any(bases[i - 1] <= e.first_offset < b for e in txn.get(b, [])))  # fmt: skip
+    earlier = max(b for b in txn if b < gap)
+    with open_partition(d, codec=codec) as p:
+        want_earlier = p.aborted_transactions_by_segment("scan")[bases.index(earlier)]
+    (d / f"{gap:020d}.log").write_bytes(b"")
+    damaged = d / f"{earlier:020d}.txnindex"
+    damaged.write_bytes(damaged.read_bytes()[:14])
+    with PartitionWriter(d, codec=codec) as w:
+        assert w.recovery.repaired_txn_indexes == (str(damaged),)
+    assert read_txnindex(damaged, base_offset=earlier) == want_earlier
+    assert read_txnindex(d / f"{later:020d}.txnindex", base_offset=later) == txn[later]
+    with PartitionWriter(d, codec=codec) as w:
+        assert w.recovery.repaired_txn_indexes == ()
+
+
 def test_leader_epoch_checkpoint(part):
     with PartitionWriter(part, leader_epoch=3) as w:
         w.append(batch())

@@ -1107,54 +1107,30 @@ class PartitionWriter:
         self._segments = [[b, sizes[b]] for b in bases]
         self._leo = end_offset
         self._flushed_to = min(self._flushed_to, end_offset)
-        # producer state: newest usable snapshot at or below the first segment to replay
-        replay_start = min([bases[first]] + bad_txn)
         for off in sorted(snapshots):
             if off > end_offset:  # beyond the (possibly truncated) log end: Kafka deletes these
                 os.remove(snapshots.pop(off))
                 deleted.append(os.path.join(d, segment_file_name(off, SNAPSHOT_SUFFIX)))
-        snap_offset = None
-        for off in sorted(snapshots, reverse=True):
-            if off > replay_start:
-                continue
-            try:
-                self._psm.load_snapshot(snapshots[off], map_end_offset=off)
-                snap_offset = off
-                break
-            except CorruptSnapshotError:
-                os.remove(snapshots.pop(off))
-                deleted.append(os.path.join(d, segment_file_name(off, SNAPSHOT_SUFFIX)))
-                self._psm = ProducerStateManager()
-        start = snap_offset if snap_offset is not None else bases[0]
-        if snap_offset is None:
-            self._psm = ProducerStateManager()
-            self._psm.map_end_offset = bases[0]
         replayed = 0
         repaired = []
-        for i, base in enumerate(bases):
-            seg_end = bases[i + 1] if i + 1 < len(bases) else end_offset
-            if seg_end <= start and i + 1 < len(bases):
-                continue
-            size = sizes[base]
-            if size == 0:
-                continue
-            counter = [0]
-
-            def count(_b, _m, _c, counter=counter):
-                counter[0] += 1
-
-            with mapped(logs[base], size) as mm:
-                batches = self._codec.iter_batches(memoryview(mm)[:size], verify_crc=False)
-                try:
-                    _m, aborted = rebuild_from_log(batches, start_offset=start, manager=self._psm, on_batch=count)
-                except KafkaTxError as exc:
-                    raise _relocate(exc, os.fspath(logs[base]), 0) from None
-                del batches
-            replayed += counter[0]
-            if base >= replay_start:
-                path = self._reconcile_txnindex(base, aborted)
-                if path is not None:
-                    repaired.append(path)
+        # An earlier segment's damaged .txnindex is made again as LogLoader.recoverSegment does: from the
+        # producer state at that segment (newest usable snapshot at or below it, and the batches from there)
+        # and its own batches, nothing after it touched.  (Replaying on from there instead would let a gap
+        # in the log between that snapshot and the newer ones -- a lost segment -- decide the later
+        # segments' aborts differently from the next open, which starts at the newer snapshot.)
+        earlier = sorted(b for b in bad_txn if b < bases[first])
+        if earlier:
+            psm, since = self._newest_snapshot(snapshots, earlier[0], deleted)
+            n, fixed = self._replay_into(psm, bases, sizes, logs, since, earlier[-1], set(earlier))
+            replayed += n
+            repaired += fixed
+        # producer state: newest usable snapshot at or below the first segment to recover, and every batch
+        # from there (LogLoader); the .txnindex of each segment from that one on made to agree with it
+        self._psm, snap_offset = self._newest_snapshot(snapshots, bases[first], deleted)
+        start = snap_offset if snap_offset is not None else bases[0]
+        n, fixed = self._replay_into(self._psm, bases, sizes, logs, snap_offset, last_base, set(bases[first:]))
+        replayed += n
+        repaired += fixed
         self._psm.map_end_offset = end_offset
         self._psm.on_high_watermark_updated(end_offset)
         # LogLoader ends by loading the snapshot at the log end (taken at close, or by the recovery), and the
@@ -1179,6 +1155,58 @@ class PartitionWriter:
         rebuilt += self._rebuild_active_indexes(seg, last_path)
         return RecoveryInfo(len(bases), truncated, valid, tuple(rebuilt), tuple(repaired), snap_offset, start,
                             replayed, tuple(deleted), bases[first], tuple(cut_segments))  # fmt: skip
+
+    def _newest_snapshot(self, snapshots: dict, at_or_below: int, deleted: list):
+        """``(manager, offset)``: a ProducerStateManager loaded from the newest readable snapshot at or below
+        ``at_or_below`` (corrupt ones are deleted, as the broker does) and its offset, or an empty manager
+        and None."""
+        for off in sorted(snapshots, reverse=True):
+            if off > at_or_below:
+                continue
+            manager = ProducerStateManager()
+            try:
+                manager.load_snapshot(snapshots[off], map_end_offset=off)
+                return manager, off
+            except CorruptSnapshotError:
+                os.remove(snapshots.pop(off))
+                deleted.append(os.path.join(self.path, segment_file_name(off, SNAPSHOT_SUFFIX)))
+        return ProducerStateManager(), None
+
+    def _replay_into(self, manager, bases, sizes, logs, since, through: int, reconcile) -> tuple[int, list]:
+        """Replay into ``manager`` (``origin="replication"``) the batches from offset ``since`` (None: the log
+        start) to the end of the segment whose base offset is ``through``, and make the ``.txnindex`` of
+        each segment whose base offset is in ``reconcile`` hold the aborts found in it.  Returns (batches
+        replayed, paths of the ``.txnindex`` files changed)."""
+        start = since if since is not None else bases[0]
+        if since is None:
+            manager.map_end_offset = bases[0]
+        replayed, repaired = 0, []
+        for i, base in enumerate(bases):
+            if base > through:
+                break
+            if i + 1 < len(bases) and bases[i + 1] <= start:
+                continue
+            size = sizes[base]
+            if size == 0:
+                continue
+            counter = [0]
+
+            def count(_b, _m, _c, counter=counter):
+                counter[0] += 1
+
+            with mapped(logs[base], size) as mm:
+                batches = self._codec.iter_batches(memoryview(mm)[:size], verify_crc=False)
+                try:
+                    _m, aborted = rebuild_from_log(batches, start_offset=start, manager=manager, on_batch=count)
+                except KafkaTxError as exc:
+                    raise _relocate(exc, os.fspath(logs[base]), 0) from None
+                del batches
+            replayed += counter[0]
+            if base in reconcile:
+                path = self._reconcile_txnindex(base, aborted)
+                if path is not None:
+                    repaired.append(path)
+        return replayed, repaired
 
     def _first_to_recover(self, bases) -> int:
         """Index in ``bases`` of the first segment to recover on open: the one holding the recovery point

@@ -41,9 +41,11 @@ segments after it stay (as in the broker; snapshots after the cut are deleted, s
 batches no longer there), and its indexes rebuilt from what is left; the newest
 readable snapshot at or below the first recovered segment's base offset is loaded (corrupt ones are
 deleted, as the broker does) and the batches after it are replayed with ``origin="replication"``
-semantics to restore producer state and open transactions; the ``.txnindex`` of every replayed segment
-is brought in line with the replay (kept where it agrees, cut where it runs past the log end, completed
-where an entry is missing); snapshots beyond the log end are deleted;
+semantics to restore producer state and open transactions; the ``.txnindex`` of every segment from the
+first recovered one on is brought in line with the replay (kept where it agrees, cut where it runs past
+the log end, completed where an entry is missing), and a damaged ``.txnindex`` of an earlier segment is
+made again from the producer state at that segment (``LogLoader.recoverSegment``: the newest snapshot at
+or below it, and the batches from there to its end); snapshots beyond the log end are deleted;
 producers idle for ``producer.id.expiration.ms`` without an open transaction are dropped, as the broker's
 load of the snapshot at the log end does.  What happened is in :attr:`PartitionWriter.recovery`.
 :meth:`PartitionWriter.flush` and ``close`` fsync every segment written since the recovery point (rolled

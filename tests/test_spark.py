@@ -104,6 +104,20 @@ def test_map_in_arrow_in_spark(spark, isolation):
         assert got.num_rows < plain.num_rows
 
 
+def test_the_readme_spark_example(spark):
+    """The README's Spark example as written, on ``batches_df`` (one Kafka partition's raw batches)."""
+    from test_readme import SPARK_MARK, python_blocks
+
+    [block] = [b for b in python_blocks() if SPARK_MARK in b]
+    data, _ = load_golden("segment_mixed")
+    ns = {"batches_df": batches_frame(spark, [data]), "aborted": ABORTED}
+    exec(compile(block, "README.md Spark example", "exec"), ns)
+    got = ns["records"].toArrow()
+    want = kafkatx.decode_arrow(data, isolation="read_committed", aborted_transactions=ABORTED)
+    assert 0 < want.num_rows < kafkatx.decode_arrow(data).num_rows
+    assert_same_records(got, want)
+
+
 def test_map_in_arrow_one_kafka_partition_per_spark_partition(spark):
     logs = [load_golden(name)[0] for name in ("segment_mixed", "many_zstd", "plain_lz4")]
     df = batches_frame(spark, logs)

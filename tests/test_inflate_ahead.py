@@ -4,6 +4,11 @@ Whatever the threads do, a decode must give what the single-threaded one gives -
 columns, the same error (type, message, position) at the same batch, in log order -- and leave no thread
 behind, on both backends.  (The read_committed model test also draws ``inflate_threads`` for its
 generated logs; the log reader passes it through.)
+
+Two implementations do the work: ``compression.InflateAhead`` (Python threads, any payload) and, in the
+compiled codec, workers in C (``_c/ahead.h``) for calls whose every payload the system's libzstd and liblz4
+inflate in C -- lz4 and zstd as producers write them.  The logs below come in two kinds so that both
+run: all four codecs (InflateAhead), and lz4 and zstd only (the C workers, where the libraries load).
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ import threading
 import pytest
 
 import kafkatx
-from kafkatx import compression
+from kafkatx import _codec, compression
 from kafkatx.errors import CrcMismatchError, DecompressedSizeError, DecompressionError
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")
+FAST = ("lz4", "zstd")  # what the compiled codec's C workers take
+KINDS = {"all-codecs": CODECS, "lz4-zstd": FAST}
 THREADS = (1, 2, 3)
+C_WORKERS = bool(_codec.ZSTD_SYSTEM_VERSION and _codec.LZ4_SYSTEM_VERSION)
 
 
 def _batch(codec, base, n, compression_name, seed=0):
@@ -33,11 +41,11 @@ def _batch(codec, base, n, compression_name, seed=0):
     return bytes(b.build())
 
 
-def _log(codec, batches=24, records=120, seed=0):
-    """A log whose batches cycle through the four codecs (and an uncompressed one every fifth)."""
+def _log(codec, batches=24, records=120, seed=0, codecs=CODECS):
+    """A log whose batches cycle through ``codecs`` (and an uncompressed one every fifth)."""
     parts, offset = [], 0
     for i in range(batches):
-        name = "none" if i % 5 == 4 else CODECS[(i + seed) % len(CODECS)]
+        name = "none" if i % 5 == 4 else codecs[(i + seed) % len(codecs)]
         parts.append(_batch(codec, offset, records, name, seed))
         offset += records
     return b"".join(parts)
@@ -66,9 +74,17 @@ def _no_inflate_threads():
     return [t.name for t in threading.enumerate() if t.name == "kafkatx-inflate"]
 
 
+def _expect_workers(codec, log, kind):
+    """The compiled codec uses its C workers for the lz4-zstd logs (where the libraries load), else InflateAhead."""
+    if codec is _codec:
+        assert _codec._ahead_kind(log) == ("c" if kind == "lz4-zstd" and C_WORKERS else "python")
+
+
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("threads", THREADS)
-def test_same_records_and_columns_as_inflating_inline(codec, threads):
-    log = _log(codec)
+def test_same_records_and_columns_as_inflating_inline(codec, threads, kind):
+    log = _log(codec, codecs=KINDS[kind])
+    _expect_workers(codec, log, kind)
     want = codec.decode_records(log)
     assert len(want) == 24 * 120
     got = codec.decode_records(log, inflate_threads=threads)
@@ -85,13 +101,15 @@ def test_same_records_and_columns_as_inflating_inline(codec, threads):
     assert _no_inflate_threads() == []
 
 
-def test_aborted_batches_are_skipped_and_the_rest_still_matches(codec):
+@pytest.mark.parametrize("kind", KINDS)
+def test_aborted_batches_are_skipped_and_the_rest_still_matches(codec, kind):
     # every other producer's transaction aborted: the worker inflates batches the decoder then skips
     parts, offset, aborted = [], 0, []
+    codecs = KINDS[kind]
     for i in range(16):
         pid = 100 + i % 2
         b = codec.BatchBuilder(base_offset=offset, producer_id=pid, producer_epoch=0, base_sequence=offset,
-                               transactional=True, compression=CODECS[i % 4])  # fmt: skip
+                               transactional=True, compression=codecs[i % len(codecs)])  # fmt: skip
         for j in range(50):
             b.append(b"v%d-%d" % (i, j) * 10, key=b"k")
         parts.append(bytes(b.build()))
@@ -99,6 +117,7 @@ def test_aborted_batches_are_skipped_and_the_rest_still_matches(codec):
             aborted.append((pid, offset))
         offset += 50
     log = b"".join(parts)
+    _expect_workers(codec, log, kind)
     kw = dict(isolation="read_committed", aborted_transactions=aborted)
     want = codec.decode_records(log, **kw)
     assert len(want) == 8 * 50
@@ -107,8 +126,9 @@ def test_aborted_batches_are_skipped_and_the_rest_still_matches(codec):
         assert codec.decode_arrow(log, inflate_threads=threads, **kw).equals(codec.decode_arrow(log, **kw))
 
 
-def test_a_filter_fed_in_pieces(codec):
-    log = _log(codec, batches=12)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_filter_fed_in_pieces(codec, kind):
+    log = _log(codec, batches=12, codecs=KINDS[kind])
     want = codec.decode_records(log)
     for threads in THREADS:
         f = codec.ReadCommittedFilter(isolation="read_uncommitted", inflate_threads=threads)
@@ -165,6 +185,83 @@ def test_errors_are_the_same_and_come_in_log_order(codec, threads, fn):
     assert want[0] is DecompressedSizeError and want[2] == pos[0] + 61
     assert _error(codec, fn, log, max_decompressed_size=2000, inflate_threads=threads) == want
     assert _no_inflate_threads() == []
+
+
+def _wrong_crc(log, pos):
+    """The batch at ``pos`` with a bit of its stored CRC flipped (its payload intact)."""
+    b = bytearray(log)
+    b[pos + 17] ^= 0x01
+    return bytes(b)
+
+
+def _garble_inside(log, pos):
+    """The lz4 or zstd batch at ``pos`` with bytes in the middle of its compressed payload changed (and a
+    matching CRC) where the frame's structure survives: the C workers take it, and the library rejects it
+    or inflates something else, which the decoder then rejects."""
+    b = bytearray(log)
+    size = 12 + struct.unpack_from(">i", b, pos + 8)[0]
+    start, cid = pos + 61, b[pos + 22] & 7
+    payload = bytes(b[start : pos + size])
+    for mid in range(len(payload) // 2, len(payload) - 16):
+        garbled = payload[:mid] + bytes((i * 131 + 7) & 0xFF for i in range(8)) + payload[mid + 8 :]
+        if _codec._fast_path_bound(garbled, cid) > 0:
+            break
+    else:  # pragma: no cover - the payloads below are long enough
+        raise AssertionError("no place to garble that keeps the frame's structure")
+    b[start : pos + size] = garbled
+    struct.pack_into(">I", b, pos + 17, kafkatx.crc32c(bytes(b[pos + 21 : pos + size])))
+    return bytes(b)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("fn", [lambda c: c.decode_records, lambda c: c.decode_arrow], ids=["records", "arrow"])
+def test_errors_of_payloads_the_c_workers_take(codec, threads, fn):
+    log = _log(codec, batches=10, codecs=FAST)
+    pos = _positions(log)
+    assert [log[p + 22] & 7 for p in pos[:5]] == [3, 4, 3, 4, 0]  # lz4, zstd, lz4, zstd, none
+    cases = [
+        _garble_inside(log, pos[1]),  # zstd
+        _garble_inside(log, pos[2]),  # lz4
+        _garble_inside(_garble_inside(log, pos[6]), pos[8]),  # two: the first one counts
+        _garble_inside(_wrong_crc(log, pos[2]), pos[6]),  # a CRC mismatch before a bad payload
+        _wrong_crc(_garble_inside(log, pos[3]), pos[7]),  # a bad payload before a CRC mismatch
+    ]
+    for data in cases:
+        _expect_workers(codec, data, "lz4-zstd")
+        want = _error(codec, fn, data)
+        assert _error(codec, fn, data, inflate_threads=threads) == want
+    assert _error(codec, fn, cases[3])[0] is CrcMismatchError
+    assert _error(codec, fn, cases[0])[0] is not CrcMismatchError
+    assert pos[6] <= _error(codec, fn, cases[2])[2] < pos[7]  # in the first garbled batch
+
+
+@pytest.mark.skipif(not C_WORKERS, reason="the system's libzstd or liblz4 cannot be loaded here")
+def test_which_calls_the_c_workers_take():
+    fast = _log(kafkatx, batches=6, codecs=FAST)
+    assert _codec._ahead_kind(fast, threads=1) == "c"
+    assert _codec._ahead_kind(fast, threads=3) == "c"
+    # binary views keep every payload: InflateAhead hands out payloads of their own
+    assert _codec._ahead_kind(fast, keep=True) == "python"
+    # one payload the libraries would not take in C (gzip here; or over the inflation limit): all go to
+    # InflateAhead, which inflates anything
+    assert _codec._ahead_kind(_log(kafkatx, batches=6, codecs=("lz4", "zstd", "gzip"))) == "python"
+    assert _codec._ahead_kind(fast, max_size=2000) == "python"
+    # fewer than two compressed data batches: no threads at all
+    one = _log(kafkatx, batches=1, codecs=FAST)
+    assert _codec._ahead_kind(one) is None
+    assert _codec._ahead_kind(one + _log(kafkatx, batches=3, codecs=("none",))) is None
+
+
+@pytest.mark.skipif(not C_WORKERS, reason="the system's libzstd or liblz4 cannot be loaded here")
+def test_the_c_workers_end_with_their_call():
+    """Each C worker's libzstd context is freed when its thread ends: after the calls, no more are live
+    than before (a worker left running, or a context leaked per call, would show here)."""
+    log = _log(kafkatx, batches=40, codecs=("zstd",))
+    want = kafkatx.decode_arrow(log)
+    before = _codec._thread_resources()[0]
+    for threads in (1, 2, 3) * 5:
+        assert kafkatx.decode_arrow(log, inflate_threads=threads).equals(want)
+    assert _codec._thread_resources()[0] == before
 
 
 @pytest.mark.parametrize("bad", [-1, 65, 1.5, True, "2", None])

@@ -26,6 +26,24 @@ cdef extern from "syslib.h" nogil:
     unsigned char *kx_scratch_acquire(size_t n)
     void kx_scratch_release()
     long kx_syslib_live(int which)
+    const size_t KX_SCRATCH_MAX
+
+cdef extern from "ahead.h" nogil:
+    ctypedef long long (*kx_inflate_fn)(const unsigned char *src, Py_ssize_t n, int cid, unsigned char *dst,
+                                        Py_ssize_t cap) noexcept nogil
+    ctypedef struct kx_span:
+        Py_ssize_t start
+        Py_ssize_t end
+        Py_ssize_t bound
+        int cid
+    ctypedef struct kx_ahead:
+        long caller_inflated
+        int nthreads
+    const long long KX_AHEAD_INLINE
+    kx_ahead *kx_ahead_open(const unsigned char *src, kx_span *spans, Py_ssize_t nspans, int threads,
+                            kx_inflate_fn inflate)
+    long long kx_ahead_take(kx_ahead *a, Py_ssize_t start, const unsigned char **out)
+    void kx_ahead_close(kx_ahead *a)
 
 cdef extern from "record.h" nogil:
     ctypedef enum RecErr:

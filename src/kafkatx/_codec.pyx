@@ -222,6 +222,31 @@ def _fast_path_bound(data, int cid):
         PyBuffer_Release(&b)
 
 
+cdef long long _inflate_c(const unsigned char *p, Py_ssize_t n, int cid, unsigned char *dst,
+                          Py_ssize_t cap) noexcept nogil:
+    """Inflate a payload _fast_bound accepted into dst[0, cap): the bytes written, < 0 if the library
+    rejects it (the inflation of _inflate_fast and of the C inflate-ahead workers)."""
+    if cid == 4:
+        return kx_syszstd_decompress(dst, <size_t>cap, p, <size_t>n)
+    return _lz4_frame_inflate(p, n, dst, cap)
+
+
+cdef Py_ssize_t _fast_bound(const uint8_t *p, Py_ssize_t n, int cid, Py_ssize_t max_size) except -2:
+    """What a payload of codec ``cid`` inflates to at most if it is one the system's libraries inflate in C
+    (one zstd frame; an lz4 frame of independent blocks without block checksums) within ``max_size`` and
+    the thread buffer's limit; -1 otherwise (the Python path takes it, and names any error)."""
+    cdef Py_ssize_t bound
+    if cid == 4 and _SYS_ZSTD:
+        bound = _zstd_frame_bound(p, n)
+    elif cid == 3 and _SYS_LZ4:
+        bound = _lz4_frame_bound(p, n)
+    else:
+        return -1
+    if bound <= 0 or bound > max_size or <size_t>bound > KX_SCRATCH_MAX:
+        return -1
+    return bound
+
+
 cdef Py_ssize_t _inflate_fast(const uint8_t *p, Py_ssize_t n, int cid, Py_ssize_t max_size,
                               const uint8_t **out) except -2:
     """Inflate a v2 payload as producers write it (one zstd frame; an lz4 frame of independent blocks
@@ -231,22 +256,14 @@ cdef Py_ssize_t _inflate_fast(const uint8_t *p, Py_ssize_t n, int cid, Py_ssize_
     (the same bytes, and it names any error)."""
     cdef Py_ssize_t bound, got
     cdef uint8_t *dst
-    if cid == 4 and _SYS_ZSTD:
-        bound = _zstd_frame_bound(p, n)
-    elif cid == 3 and _SYS_LZ4:
-        bound = _lz4_frame_bound(p, n)
-    else:
-        return -1
-    if bound <= 0 or bound > max_size:
+    bound = _fast_bound(p, n, cid, max_size)
+    if bound < 0:
         return -1
     dst = kx_scratch_acquire(<size_t>bound)
     if dst == NULL:
         return -1
     with nogil:
-        if cid == 4:
-            got = <Py_ssize_t>kx_syszstd_decompress(dst, <size_t>bound, p, <size_t>n)
-        else:
-            got = _lz4_frame_inflate(p, n, dst, bound)
+        got = <Py_ssize_t>_inflate_c(p, n, cid, dst, bound)
     if got < 0:
         kx_scratch_release()
         return -1
@@ -852,6 +869,12 @@ cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, He
     # records and copying columns are done with the payload before the next inflation on this thread, so
     # it may live in the thread's reusable buffer (compression.decompress_view)
     payload = None
+    if type(ahead) is _CAhead:
+        with nogil:
+            n = <Py_ssize_t>kx_ahead_take((<_CAhead>ahead).a, start, &inflated)
+        if n >= 0:
+            return _decode_payload(inflated, n, start, h, out, cols, fetch_offset, limit_offset)
+        ahead = None  # not one for the threads, or rejected: inflated here, which names any error
     if ahead is not None:
         try:
             payload = ahead.take(start)
@@ -1475,14 +1498,9 @@ cdef class ReadCommittedFilter:
             self._busy = False
 
     cdef int _run_ahead(self, _Buffer b, object out, _Columns cols, Py_ssize_t *consumed) except -1:
-        cdef list spans
         cdef object ahead = None
         if self._threads > 0:
-            spans = _compressed_spans(b.ptr, b.size)
-            if len(spans) >= 2:
-                ahead = _compression.InflateAhead(
-                    PyMemoryView_FromMemory(<char *>b.ptr, b.size, PyBUF_READ), spans, self._max,
-                    threads=self._threads, keep=cols is not None and cols.views)
+            ahead = _make_ahead(b.ptr, b.size, self._threads, self._max, cols is not None and cols.views)
         try:
             return self._run_batches(b, out, cols, consumed, ahead)
         finally:
@@ -1573,6 +1591,110 @@ cdef inline bint _data_with_records(const uint8_t *p) noexcept:
     """The entry at ``p`` is a v2 data (not control) batch that declares records."""
     return p[MAGIC_OFFSET] == 2 and kx_load_be_i32(p + RECORDS_COUNT_OFFSET) > 0 \
         and not (kx_load_be_i16(p + ATTRIBUTES_OFFSET) & CONTROL_FLAG_MASK)
+
+
+@cython.final
+cdef class _CAhead:
+    """The compiled decoders' inflate-ahead (``_c/ahead.h``) over the payloads of one decode call: worker
+    threads that never take the GIL.  Made by _c_ahead; the decoder takes payloads with kx_ahead_take
+    (decode_v2_batch) and closes it before the call returns."""
+    cdef kx_ahead *a
+
+    @property
+    def caller_inflated(self):
+        """Payloads the decoder inflated itself rather than wait (as InflateAhead's; for the tests)."""
+        return self.a.caller_inflated if self.a != NULL else 0
+
+    @property
+    def threads(self):
+        return self.a.nthreads if self.a != NULL else 0
+
+    def close(self):
+        cdef kx_ahead *a = self.a
+        self.a = NULL
+        if a != NULL:
+            with nogil:
+                kx_ahead_close(a)
+
+    def __dealloc__(self):
+        if self.a != NULL:
+            kx_ahead_close(self.a)
+
+
+cdef object _c_ahead(const uint8_t *buf, Py_ssize_t end, int threads, Py_ssize_t max_size):
+    """A _CAhead over the compressed data batches of ``buf`` when there are at least two and the system's
+    libraries inflate every one of them in C (_fast_bound), else None: compression.InflateAhead, which
+    inflates anything, then takes the call (the spans are _compressed_spans')."""
+    cdef Py_ssize_t pos = 0, n = 0, cap = 16, start, size, bound
+    cdef int cid
+    cdef kx_span *spans = <kx_span *>malloc(cap * sizeof(kx_span))
+    cdef kx_span *grown
+    cdef kx_ahead *a
+    cdef _CAhead ahead
+    if spans == NULL:
+        raise MemoryError()
+    try:
+        size = _complete_entry(buf, 0, end)
+        while size:
+            cid = kx_load_be_i16(buf + pos + ATTRIBUTES_OFFSET) & COMPRESSION_CODEC_MASK
+            if cid and _data_with_records(buf + pos):
+                start = pos + RECORD_BATCH_OVERHEAD
+                bound = _fast_bound(buf + start, size - RECORD_BATCH_OVERHEAD, cid, max_size)
+                if bound < 0:
+                    return None
+                if n == cap:
+                    grown = <kx_span *>realloc(spans, 2 * cap * sizeof(kx_span))
+                    if grown == NULL:
+                        raise MemoryError()
+                    spans, cap = grown, 2 * cap
+                spans[n].start = start
+                spans[n].end = pos + size
+                spans[n].bound = bound
+                spans[n].cid = cid
+                n += 1
+            pos += size
+            size = _complete_entry(buf, pos, end)
+        if n < 2:
+            return None
+        a = kx_ahead_open(buf, spans, n, threads, _inflate_c)
+        spans = NULL  # (kx_ahead_open owns them now, even when it fails)
+    finally:
+        free(spans)
+    if a == NULL:
+        return None
+    ahead = _CAhead.__new__(_CAhead)
+    ahead.a = a
+    if a.nthreads == 0:  # no thread could be started: let InflateAhead try
+        ahead.close()
+        return None
+    return ahead
+
+
+cdef object _make_ahead(const uint8_t *buf, Py_ssize_t end, int threads, Py_ssize_t max_size, bint keep):
+    """What inflates the payloads of one decode call ahead of the decoder: a _CAhead when the system's
+    libraries inflate all of them in C (and the decoder does not keep them, as binary views do), else a
+    compression.InflateAhead; None with fewer than two compressed data batches."""
+    cdef object ahead = None
+    cdef list spans
+    if not keep:
+        ahead = _c_ahead(buf, end, threads, max_size)
+    if ahead is None:
+        spans = _compressed_spans(buf, end)
+        if len(spans) >= 2:
+            ahead = _compression.InflateAhead(PyMemoryView_FromMemory(<char *>buf, end, PyBUF_READ), spans,
+                                              max_size, threads=threads, keep=keep)
+    return ahead
+
+
+def _ahead_kind(data, int threads=1, Py_ssize_t max_size=DEFAULT_MAX_DECOMPRESSED_SIZE, bint keep=False):
+    """Which inflate-ahead a decode of ``data`` with ``inflate_threads=threads`` uses: ``"c"``,
+    ``"python"`` or None (for the tests)."""
+    cdef _Buffer b = _Buffer(data)
+    ahead = _make_ahead(b.ptr, b.size, threads, max_size, keep)
+    if ahead is None:
+        return None
+    ahead.close()
+    return "c" if type(ahead) is _CAhead else "python"
 
 
 cdef list _compressed_spans(const uint8_t *buf, Py_ssize_t end):

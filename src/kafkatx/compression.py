@@ -683,6 +683,10 @@ class InflateAhead:
 
     :meth:`close` (always called, also on error) stops and joins the workers; the decode call that made
     the object returns only after that, so nothing reads ``view`` once the call is over.
+
+    The compiled decoders use this class only for calls that need Python to inflate: where the system's
+    libraries inflate every payload in C, their workers are C threads following the same rules
+    (``_c/ahead.h``), which spares each payload ~10-20 us of Python under the GIL.
     """
 
     def __init__(self, view, spans, max_size: int, *, threads: int = 1, keep: bool = False, depth: int = 0):

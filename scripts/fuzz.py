@@ -8,7 +8,8 @@
 options varied), then damaged -- bytes of the compressed payload flipped, cut or added with the CRC made
 right again so the damage reaches the inflater; bytes of the records flipped before a valid compression;
 or any byte of the batch flipped with the CRC left wrong -- and decoded to records and to Arrow by both
-backends.  Each input must give the same records and columns, or the same error type, in both, and the
+backends, a third of them with ``inflate_threads`` (the compiled codec's C workers take lz4 and zstd
+payloads).  Each input must give the same records and columns, or the same error type, in both, and the
 only errors allowed are KafkaTxErrors.
 
 ``logdir``: one or two files of a generated partition directory damaged (flipped, cut, zeroed, emptied or
@@ -123,10 +124,12 @@ def fuzz_codec(rng: random.Random, deadline: float, keep: str) -> tuple[int, lis
                 raw = bytearray(data)
                 raw[rng.randrange(len(raw))] ^= rng.randrange(1, 256)
                 data = bytes(raw)
-        data *= rng.randrange(1, 3)
+        data *= rng.randrange(1, 4)
         kw = {"verify_crc": how != "raw" or rng.random() < 0.5}
         if rng.random() < 0.3:
             kw["max_decompressed_size"] = rng.randrange(1, 1 << 16)
+        if rng.random() < 0.3:  # payloads inflated ahead: the compiled codec's C workers for lz4 and zstd
+            kw["inflate_threads"] = rng.choice([1, 2])
         try:
             a, b = _outcome(cy, data, kw), _outcome(py, data, kw)
             problem = None if a == b else f"backends differ: {a[:2] if a[0] == 'error' else 'ok'} / " \

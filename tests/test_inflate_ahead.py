@@ -14,6 +14,7 @@ run: all four codecs (InflateAhead), and lz4 and zstd only (the C workers, where
 from __future__ import annotations
 
 import gc
+import pathlib
 import struct
 import threading
 
@@ -365,12 +366,16 @@ def test_no_span_is_inflated_into_a_slot_still_being_written():
     assert _no_inflate_threads() == []
 
 
-def test_reader_passes_it_through(tmp_path):
+@pytest.mark.parametrize("compression_name", ["mixed", "zstd"])
+def test_reader_passes_it_through(tmp_path, compression_name):
     from kafkatx.log import generate, open_partition
 
-    generate(tmp_path / "d", partitions=1, records=4000, compression="mixed", seed=2, segment_bytes=256 << 10,
-             workers=0)  # fmt: skip
+    generate(tmp_path / "d", partitions=1, records=4000, compression=compression_name, seed=2,
+             segment_bytes=256 << 10, workers=0)  # fmt: skip
     part = open_partition(next(p for p in (tmp_path / "d").iterdir() if p.name.startswith("orders-")))
+    if compression_name == "zstd" and C_WORKERS:  # the compiled codec's C workers take every segment
+        kinds = [_codec._ahead_kind(pathlib.Path(seg.log_path).read_bytes()) for seg in part.segments]
+        assert "c" in kinds and set(kinds) <= {"c", None}
     with part:
         want = list(part.read())
         got = list(part.read(inflate_threads=1))

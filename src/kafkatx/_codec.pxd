@@ -37,7 +37,6 @@ cdef extern from "ahead.h" nogil:
         Py_ssize_t bound
         int cid
     ctypedef struct kx_ahead:
-        long caller_inflated
         int nthreads
     const long long KX_AHEAD_INLINE
     kx_ahead *kx_ahead_open(const unsigned char *src, kx_span *spans, Py_ssize_t nspans, int threads,

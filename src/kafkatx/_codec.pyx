@@ -1600,15 +1600,6 @@ cdef class _CAhead:
     (decode_v2_batch) and closes it before the call returns."""
     cdef kx_ahead *a
 
-    @property
-    def caller_inflated(self):
-        """Payloads the decoder inflated itself rather than wait (as InflateAhead's; for the tests)."""
-        return self.a.caller_inflated if self.a != NULL else 0
-
-    @property
-    def threads(self):
-        return self.a.nthreads if self.a != NULL else 0
-
     def close(self):
         cdef kx_ahead *a = self.a
         self.a = NULL
@@ -1621,45 +1612,30 @@ cdef class _CAhead:
             kx_ahead_close(self.a)
 
 
-cdef object _c_ahead(const uint8_t *buf, Py_ssize_t end, int threads, Py_ssize_t max_size):
-    """A _CAhead over the compressed data batches of ``buf`` when there are at least two and the system's
-    libraries inflate every one of them in C (_fast_bound), else None: compression.InflateAhead, which
-    inflates anything, then takes the call (the spans are _compressed_spans')."""
-    cdef Py_ssize_t pos = 0, n = 0, cap = 16, start, size, bound
+cdef object _c_ahead(const uint8_t *buf, list spans, int threads, Py_ssize_t max_size):
+    """A _CAhead over ``spans`` (_compressed_spans') when the system's libraries inflate every one of them
+    in C (_fast_bound), else None."""
+    cdef Py_ssize_t i, n = len(spans), start, stop, bound
     cdef int cid
-    cdef kx_span *spans = <kx_span *>malloc(cap * sizeof(kx_span))
-    cdef kx_span *grown
+    cdef kx_span *arr = <kx_span *>malloc(n * sizeof(kx_span))
     cdef kx_ahead *a
     cdef _CAhead ahead
-    if spans == NULL:
+    if arr == NULL:
         raise MemoryError()
     try:
-        size = _complete_entry(buf, 0, end)
-        while size:
-            cid = kx_load_be_i16(buf + pos + ATTRIBUTES_OFFSET) & COMPRESSION_CODEC_MASK
-            if cid and _data_with_records(buf + pos):
-                start = pos + RECORD_BATCH_OVERHEAD
-                bound = _fast_bound(buf + start, size - RECORD_BATCH_OVERHEAD, cid, max_size)
-                if bound < 0:
-                    return None
-                if n == cap:
-                    grown = <kx_span *>realloc(spans, 2 * cap * sizeof(kx_span))
-                    if grown == NULL:
-                        raise MemoryError()
-                    spans, cap = grown, 2 * cap
-                spans[n].start = start
-                spans[n].end = pos + size
-                spans[n].bound = bound
-                spans[n].cid = cid
-                n += 1
-            pos += size
-            size = _complete_entry(buf, pos, end)
-        if n < 2:
-            return None
-        a = kx_ahead_open(buf, spans, n, threads, _inflate_c)
-        spans = NULL  # (kx_ahead_open owns them now, even when it fails)
+        for i in range(n):
+            start, stop, cid = spans[i]
+            bound = _fast_bound(buf + start, stop - start, cid, max_size)
+            if bound < 0:
+                return None
+            arr[i].start = start
+            arr[i].end = stop
+            arr[i].bound = bound
+            arr[i].cid = cid
+        a = kx_ahead_open(buf, arr, n, threads, _inflate_c)
+        arr = NULL  # (kx_ahead_open owns it now, even when it fails)
     finally:
-        free(spans)
+        free(arr)
     if a == NULL:
         return None
     ahead = _CAhead.__new__(_CAhead)
@@ -1675,14 +1651,14 @@ cdef object _make_ahead(const uint8_t *buf, Py_ssize_t end, int threads, Py_ssiz
     libraries inflate all of them in C (and the decoder does not keep them, as binary views do), else a
     compression.InflateAhead; None with fewer than two compressed data batches."""
     cdef object ahead = None
-    cdef list spans
+    cdef list spans = _compressed_spans(buf, end)
+    if len(spans) < 2:
+        return None
     if not keep:
-        ahead = _c_ahead(buf, end, threads, max_size)
+        ahead = _c_ahead(buf, spans, threads, max_size)
     if ahead is None:
-        spans = _compressed_spans(buf, end)
-        if len(spans) >= 2:
-            ahead = _compression.InflateAhead(PyMemoryView_FromMemory(<char *>buf, end, PyBUF_READ), spans,
-                                              max_size, threads=threads, keep=keep)
+        ahead = _compression.InflateAhead(PyMemoryView_FromMemory(<char *>buf, end, PyBUF_READ), spans,
+                                          max_size, threads=threads, keep=keep)
     return ahead
 
 

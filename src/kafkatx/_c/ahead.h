@@ -71,7 +71,6 @@ typedef struct {
     Py_ssize_t current; /* the span the decoder holds, -1 before its first */
     Py_ssize_t next;    /* the first span the decoder may still ask for */
     int closed;
-    long caller_inflated; /* spans the decoder inflated itself rather than wait (for the tests) */
 #if KX_AHEAD_POSSIBLE
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -236,7 +235,6 @@ static long long kx_ahead_take(kx_ahead *a, Py_ssize_t start, const unsigned cha
     while (!(slot->state == KX_SLOT_DONE && slot->span == j)) {
         k = kx_ahead_claim(a);
         if (k >= 0) { /* rather than wait, inflate the next span nobody has taken (maybe this one) */
-            a->caller_inflated++;
             pthread_mutex_unlock(&a->mu);
             kx_ahead_fill(a, k);
             pthread_mutex_lock(&a->mu);

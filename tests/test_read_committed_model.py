@@ -8,7 +8,8 @@ compression per batch.  ``_txn_model.Scenario`` predicts each answer of the prod
 (appended / duplicate with the original offsets / exact exception type) from section 11 of
 kafka-format.md, and records each record's transaction, each transaction's outcome, the aborted list
 and the LSO.  Then, on both backends: decode_records and decode_arrow (whole log, aborted list
-shuffled; payloads inflated on the calling thread or ahead on 1-2 threads), ReadCommittedFilter over random
+shuffled; payloads inflated on the calling thread or ahead on 1-2 threads, in half the plans on the
+compiled codec's C workers), ReadCommittedFilter over random
 byte chunks and over Fetch-like chunks (each with the
 broker's aborted list for its range), the pending bytes beyond the LSO once the open transactions end,
 transactions.aborted_transactions / last_stable_offset / scan_transactions, and rebuild_from_log.
@@ -26,6 +27,9 @@ from kafkatx.producer_state import ProducerStateManager, rebuild_from_log
 from kafkatx.transactions import aborted_transactions, last_stable_offset, scan_transactions
 
 CODECS = ["none", "none", "gzip", "snappy", "lz4", "zstd"]
+# plans drawn with fast_codecs keep only lz4 and zstd: with inflate_threads the compiled codec then inflates
+# on its C workers, which take a call only if the system's libraries inflate every payload of it
+FAST = {"gzip": "lz4", "snappy": "zstd"}
 ACTIONS = (["send"] * 5 + ["burst"] * 2 + ["commit"] * 2 + ["abort"] * 2 + ["retry"] * 3
            + ["gap", "bump", "zombie", "send_nontxn", "failover", "stale_commit", "stale_abort"])  # fmt: skip
 RC, RU = "read_committed", "read_uncommitted"
@@ -57,6 +61,7 @@ def plans(min_steps, max_steps):
             "steps": st.lists(step_st, min_size=min_steps, max_size=max_steps),
             "closing": st.lists(st.sampled_from(["commit", "abort"]), min_size=6, max_size=6),
             "fetch_offset": st.booleans(),
+            "fast_codecs": st.booleans(),
         }
     )
 
@@ -74,7 +79,10 @@ def make_producers(cfg) -> list:
 def play(codec, plan) -> tuple:
     sc = Scenario(codec, plan["start"])
     producers = make_producers(plan["producers"])
+    codecs = [FAST.get(c, c) for c in CODECS] if plan["fast_codecs"] else CODECS
     for action, which, n, compression, extra, via_append in plan["steps"]:
+        if plan["fast_codecs"]:
+            compression = FAST.get(compression, compression)
         p = producers[which % len(producers)]
         if p.kind == "plain" and action != "burst" or (
                 p.kind == "idem" and action not in ("send", "burst", "retry", "gap", "bump", "zombie")):
@@ -83,7 +91,7 @@ def play(codec, plan) -> tuple:
             got = sc.send(p, n, compression, via_append)
         elif action == "burst":  # several batches in a row (fills the five-batch de-duplication window)
             for i in range(extra):
-                got = sc.send(p, n, CODECS[i % len(CODECS)], via_append)
+                got = sc.send(p, n, codecs[i % len(codecs)], via_append)
         elif action == "send_nontxn":  # a transactional producer's idempotent batch
             got = sc.send(p, n, compression, via_append, txn=False)
         elif action == "gap":
@@ -148,6 +156,8 @@ def check_scenario(codec, plan, data):
     fetch = {} if fetch_at is None else {"fetch_offset": fetch_at}
     # payloads inflated on the calling thread or ahead on background threads: the same result either way
     ahead = {"inflate_threads": data.draw(st.sampled_from([0, 0, 1, 2]), label="inflate threads")}
+    if ahead["inflate_threads"] and hasattr(codec, "_ahead_kind"):
+        event(f"compiled codec inflating ahead with: {codec._ahead_kind(log)}")
     want_rc = [r for r in want_rc if fetch_at is None or r[0] >= fetch_at]
     want_next = max(fetch_at, lso) if fetch_at is not None else (lso if lso > start else None)
     res = codec.decode_records(log, isolation=RC, aborted_transactions=lst, last_stable_offset=lso, **fetch, **ahead)

@@ -38,7 +38,6 @@ cdef extern from "ahead.h" nogil:
         int cid
     ctypedef struct kx_ahead:
         int nthreads
-    const long long KX_AHEAD_INLINE
     kx_ahead *kx_ahead_open(const unsigned char *src, kx_span *spans, Py_ssize_t nspans, int threads,
                             kx_inflate_fn inflate)
     long long kx_ahead_take(kx_ahead *a, Py_ssize_t start, const unsigned char **out)

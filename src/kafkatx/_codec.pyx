@@ -874,7 +874,7 @@ cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, He
             n = <Py_ssize_t>kx_ahead_take((<_CAhead>ahead).a, start, &inflated)
         if n >= 0:
             return _decode_payload(inflated, n, start, h, out, cols, fetch_offset, limit_offset)
-        ahead = None  # not one for the threads, or rejected: inflated here, which names any error
+        ahead = None  # no span starts here, or the library rejected it: inflated here, which names any error
     if ahead is not None:
         try:
             payload = ahead.take(start)

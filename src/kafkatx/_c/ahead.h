@@ -17,10 +17,10 @@
  *    fetch offset); a payload it holds stays valid until its next kx_ahead_take; slots of skipped spans
  *    are freed as soon as no worker writes them;
  *  - a decoder that would wait inflates the next span nobody has taken instead (maybe its own);
- *  - a span whose bound is 0 is not for the threads (kx_ahead_take says KX_AHEAD_INLINE: the decoder
- *    inflates it itself, through the Python path, which also names every error); a payload the library
- *    rejects comes back as KX_AHEAD_FAILED, for the decoder to do the same, so errors surface at their
- *    batch in log order, exactly as without threads.
+ *  - every span is one the inflater takes (the caller checked its framing and bound first); a payload
+ *    the library rejects comes back as KX_AHEAD_FAILED, and the decoder inflates it again itself through
+ *    the Python path, which names the error, so errors surface at their batch in log order, exactly as
+ *    without threads.
  *
  * The worker threads read the caller's buffer; kx_ahead_close joins them before the decode call returns.
  */
@@ -37,7 +37,7 @@
 #  define KX_AHEAD_POSSIBLE 0
 #endif
 
-#define KX_AHEAD_INLINE (-2) /* not a span for the threads, or none starts there: inflate it inline */
+#define KX_AHEAD_INLINE (-2) /* no span starts there: inflate it inline */
 #define KX_AHEAD_FAILED (-1) /* the library rejected it (or no memory): inflate it inline to name the error */
 
 /* Inflate src[0, n) of codec cid into dst[0, cap): the bytes written, or < 0. Called without the GIL. */
@@ -46,7 +46,7 @@ typedef long long (*kx_inflate_fn)(const unsigned char *src, Py_ssize_t n, int c
 
 typedef struct {
     Py_ssize_t start, end; /* the payload, in the caller's buffer */
-    Py_ssize_t bound;      /* what it inflates to at most; 0: the decoder inflates it inline */
+    Py_ssize_t bound;      /* what it inflates to at most (> 0) */
     int cid;
 } kx_span;
 
@@ -103,27 +103,20 @@ static void kx_ahead_fill(kx_ahead *a, Py_ssize_t j)
     slot->n = n;
 }
 
-/* Take the next unclaimed span if the window allows (locked): its index, or -1. Spans not for the
-   threads are passed over (the decoder inflates them when it reaches them). */
+/* Take the next unclaimed span if the window allows and its slot is free (locked): its index, or -1. */
 static Py_ssize_t kx_ahead_claim(kx_ahead *a)
 {
-    for (;;) {
-        Py_ssize_t k = a->claimed;
-        kx_slot *slot;
-        if (k >= a->nspans || k >= a->current + a->depth)
-            return -1;
-        if (a->spans[k].bound <= 0) {
-            a->claimed = k + 1;
-            continue;
-        }
-        slot = &a->slots[k % a->depth];
-        if (slot->state != KX_SLOT_FREE)
-            return -1;
-        a->claimed = k + 1;
-        slot->state = KX_SLOT_BUSY;
-        slot->span = k;
-        return k;
-    }
+    Py_ssize_t k = a->claimed;
+    kx_slot *slot;
+    if (k >= a->nspans || k >= a->current + a->depth)
+        return -1;
+    slot = &a->slots[k % a->depth];
+    if (slot->state != KX_SLOT_FREE)
+        return -1;
+    a->claimed = k + 1;
+    slot->state = KX_SLOT_BUSY;
+    slot->span = k;
+    return k;
 }
 
 /* A span inflated (locked): keep it for the decoder, or free its slot if the decoder went past it. */
@@ -227,10 +220,6 @@ static long long kx_ahead_take(kx_ahead *a, Py_ssize_t start, const unsigned cha
         a->claimed = j; /* nobody inflates the skipped ones any more */
     a->current = j;
     pthread_cond_broadcast(&a->cv);
-    if (a->spans[j].bound <= 0) {
-        pthread_mutex_unlock(&a->mu);
-        return KX_AHEAD_INLINE;
-    }
     slot = &a->slots[j % a->depth];
     while (!(slot->state == KX_SLOT_DONE && slot->span == j)) {
         k = kx_ahead_claim(a);

@@ -441,6 +441,38 @@ def test_summary_open_transaction_stops_read_committed_at_the_lso(capfd, tmp_pat
     assert got["read_committed"].startswith("3 records (3 hidden)")
 
 
+def test_summary_of_a_directory_after_retention_uses_the_snapshot_at_its_start(capfd, tmp_path):
+    """Retention deleted the segment where producer 5's open transaction began: the summary of the
+    directory takes it from the producer snapshot at the log start, as the broker and kafkatx.log do (LSO
+    max(0, log start) = 2, not the first offset of the data left, 4), and hides records 2.. from read_committed."""
+    from kafkatx.log import PartitionWriter, open_partition
+
+    def batch(base, n, pid=-1, seq=-1):
+        b = kafkatx.BatchBuilder(base_offset=base, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                                 base_sequence=seq, transactional=pid >= 0)  # fmt: skip
+        for i in range(n):
+            b.append(b"v", timestamp=1000 + base + i)
+        return b.build()
+
+    part = tmp_path / "t-0"
+    with PartitionWriter(part, checkpoint_recovery_point=False) as w:
+        w.append(batch(0, 2, 5, 0), origin="replication")
+        w.roll()
+        w.append(batch(2, 2), origin="replication")
+        w.append(batch(4, 1, 5, 2), origin="replication")
+        w.append(batch(5, 2), origin="replication")
+    for f in part.iterdir():
+        if f.name.startswith("0" * 20):
+            f.unlink()
+    code, out, err = run(capfd, "summary", str(part))
+    assert code == 0, err
+    got = summary_lines(out)
+    assert got["transactions"] == "0 committed, 0 aborted; 1 open, last stable offset 2"
+    assert got["read_committed"].startswith("0 records (5 hidden)")
+    with open_partition(part, checkpoints=False) as p:
+        assert p.last_stable_offset == 2
+
+
 def test_summary_corrupt_input_names_the_position(capfd, tmp_path):
     side = sidecar("segment_mixed")
     data = bytearray((GOLDEN / "segment_mixed.bin").read_bytes())

@@ -877,3 +877,109 @@ def test_a_damaged_marker_stops_the_replay_naming_file_and_position(built, codec
     assert ei.value.file == log and ei.value.position == m.position and log in str(ei.value)
     with open_partition(copy, codec=codec, verify_crc=False) as p:
         assert p.aborted_transactions_by_segment("scan") == want
+
+
+# ------------------------------------------------------------------------------------------ snapshots vs replays
+_TS = 1_700_000_000_000
+
+
+def _txn_data(offsets, pid=-1, seq=-1, txn=False):
+    b = kafkatx.BatchBuilder(base_offset=offsets[0], producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                             base_sequence=seq, transactional=txn)  # fmt: skip
+    for o in offsets:
+        b.append(b"v%d" % o, b"k%d" % o, timestamp=_TS + o, offset=o)
+    return b.build()
+
+
+def _written(path, items, rolls):
+    """A partition written by PartitionWriter as a follower appends (``origin="replication"``), rolled
+    before the items whose index is in ``rolls``: a producer snapshot at every roll."""
+    from kafkatx.log import PartitionWriter
+
+    with PartitionWriter(path, checkpoint_recovery_point=False, clock=lambda: _TS) as w:
+        for i, item in enumerate(items):
+            if i in rolls:
+                w.roll()
+            w.append(item, origin="replication")
+    return str(path)
+
+
+def test_lso_after_retention_does_not_depend_on_what_was_read_first(codec, tmp_path):
+    """Retention deleted the segment where producer 5's transaction began; the snapshot at the new log
+    start holds it.  Kafka's LSO is max(first unstable offset, log start) = 2 whatever was asked first,
+    and a replay of the whole log starts from that snapshot (the ABORT's .txnindex entry names the
+    transaction's real first offset, 0, as the broker wrote it)."""
+    from kafkatx.transactions import encode_marker
+
+    items = [_txn_data([0, 1], 5, 0, True), _txn_data([2, 3]), _txn_data([4], 5, 2, True), _txn_data([5, 6]),
+             encode_marker("abort", producer_id=5, producer_epoch=0, base_offset=7, timestamp=_TS)]  # fmt: skip
+    path = _written(tmp_path / "t-0", items, rolls={1, 3})
+    for f in os.listdir(path):
+        if f.startswith("0" * 20 + "."):
+            os.remove(os.path.join(path, f))  # retention: segment 0 and its files
+    with open_partition(path, codec=codec, checkpoints=False) as p:
+        written = p.aborted_transactions(2, 8, source="txnindex")
+    assert [(e.producer_id, e.first_offset, e.last_offset) for e in written] == [(5, 0, 7)]
+    firsts = ["lso", "open", "scan", "read", "cross-check"]
+    for first in firsts:
+        with open_partition(path, codec=codec, checkpoints=False) as p:
+            if first == "open":
+                assert p.open_transactions == {}
+            elif first == "scan":
+                assert p.aborted_transactions(2, 8, source="scan") == written
+            elif first == "read":
+                assert [r.offset for r in p.read()] == [2, 3, 5, 6]
+            elif first == "cross-check":
+                assert p.aborted_transactions(2, 8, source="cross-check") == written
+            assert (p.log_start_offset, p.last_stable_offset, p.open_transactions) == (2, 8, {}), first
+    # the same directory before the ABORT: the transaction is still open, from offset 0
+    path2 = _written(tmp_path / "u-0", items[:4], rolls={1, 3})
+    for f in os.listdir(path2):
+        if f.startswith("0" * 20 + "."):
+            os.remove(os.path.join(path2, f))
+    for first in firsts[:4]:
+        with open_partition(path2, codec=codec, checkpoints=False) as p:
+            if first == "open":
+                assert p.open_transactions == {5: 0}
+            elif first == "scan":
+                assert p.aborted_transactions(2, 7, source="scan") == []
+            elif first == "read":
+                assert [r.offset for r in p.read()] == []
+            assert (p.last_stable_offset, p.open_transactions) == (2, {5: 0}), first
+
+
+@pytest.mark.parametrize("damage", ["removed", "cut"])
+def test_a_segment_missing_between_snapshot_and_log_raises_instead_of_guessing(codec, tmp_path, damage):
+    """A backup lost (or cut) the segment that holds the ABORT of producer 5's transaction.  The newest
+    snapshot (written after the ABORT) has no open transaction, while the remaining segments show its data
+    with no marker: a read_committed read that replays the log must raise, naming the snapshot, not return
+    the aborted records 0 and 1 as committed (and the LSO must not change because of it)."""
+    from kafkatx.transactions import encode_marker
+
+    items = [_txn_data([0, 1], 5, 0, True), _txn_data([2, 3]),
+             encode_marker("abort", producer_id=5, producer_epoch=0, base_offset=4, timestamp=_TS),
+             _txn_data([5, 6]), _txn_data([7, 8])]  # fmt: skip
+    path = _written(tmp_path / "t-0", items, rolls={1, 3, 4})
+    seg2 = os.path.join(path, f"{2:020d}.log")
+    with open_partition(path, codec=codec, checkpoints=False) as p:
+        assert [r.offset for r in p.read()] == [2, 3, 5, 6, 7, 8]  # sound: the transaction was aborted
+    if damage == "removed":
+        os.remove(seg2)
+    else:
+        with open(seg2, "r+b") as fh:
+            fh.truncate(os.path.getsize(seg2) - 5)  # the ABORT marker torn
+    with open_partition(path, codec=codec, checkpoints=False) as p:
+        lso = p.last_stable_offset
+        with pytest.raises(LogInconsistencyError) as ei:
+            p.read()
+        assert p.last_stable_offset == lso == 9
+    assert ei.value.file == os.path.join(path, f"{9:020d}.snapshot")
+    assert "producer 5" in str(ei.value) and "open from offset 0" in str(ei.value)
+    with open_partition(path, codec=codec, checkpoints=False) as p:
+        with pytest.raises(LogInconsistencyError):
+            p.aborted_transactions_by_segment("scan")
+    # the broker's way, trusting the .txnindex files and the snapshot, stays available (the removed
+    # segment's .txnindex, left without its .log, is not read: a broker deletes such a file)
+    with open_partition(path, codec=codec, checkpoints=False) as p:
+        got = [r.offset for r in p.read(aborted_source="txnindex")]
+    assert got == ([0, 1, 5, 6, 7, 8] if damage == "removed" else [2, 3, 5, 6, 7, 8])

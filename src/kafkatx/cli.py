@@ -492,7 +492,11 @@ class LogSummary:
 
     @property
     def last_stable_offset(self):
-        return min(self.open_txns.values()) if self.open_txns else None
+        # a transaction opened before the log start (known from its producer snapshot) holds the LSO at the
+        # log start, as Kafka's max(first unstable offset, log start offset)
+        if not self.open_txns:
+            return None
+        return max(min(self.open_txns.values()), self.log_start_offset or 0)
 
 
 def _segments_of(path: Path):
@@ -594,6 +598,8 @@ def summarize(path, keep_first: int = 0) -> LogSummary:
     s.segments = [p.name for p in segments]
     s.log_start_offset = _offset_from_name(segments[0].name)
     in_dir = path.is_dir()
+    if in_dir:
+        s.open_txns.update(_open_before_log_start(path / f"{s.log_start_offset:020d}.snapshot"))
     valid = []
     for seg in segments:
         data = _read_file(seg)
@@ -607,6 +613,19 @@ def summarize(path, keep_first: int = 0) -> LogSummary:
     s.read_uncommitted = s.data_records
     _count_read_committed(s, zip(segments, valid), keep_first)
     return s
+
+
+def _open_before_log_start(snapshot: Path) -> dict:
+    """The transactions open at the first segment's base offset, from the producer snapshot the broker
+    wrote there (after retention deleted older segments, their first batches are gone); none if there is
+    no readable snapshot: a fresh log, or a copy without snapshots."""
+    from .producer_state import read_snapshot
+
+    try:
+        entries = read_snapshot(snapshot)
+    except (KafkaTxError, OSError):
+        return {}
+    return {e.producer_id: e.current_txn_first_offset for e in entries if e.current_txn_first_offset >= 0}
 
 
 class _SegmentError(KafkaTxError):

@@ -29,8 +29,12 @@ Offsets of a partition
   ``.snapshot`` whose offset lies between the first segment's base offset and the high watermark (its
   open transactions, ``current_txn_first_offset``) and covers only the log from there on (from the
   indexed batch at or before the snapshot's offset: a shutdown snapshot lies inside the active segment); without
-  a usable snapshot (none, or a damaged one) every segment is replayed.  ``open_transactions`` and the
-  ``"replay"`` source of aborted transactions always replay every segment.
+  a usable snapshot (none, or a damaged one) every segment is replayed.  ``open_transactions`` is the state
+  that replay ends with.  The ``"scan"`` source of aborted transactions replays every segment, from a
+  producer snapshot at the first segment's base offset if there is one (after retention deleted segments,
+  it holds the transactions opened before the log start).  Every other replay must end with the same open
+  transactions as the LSO's; where it does not, the segments and the snapshots tell two histories (a
+  segment missing from a backup, or cut) and :class:`LogInconsistencyError` is raised rather than guess.
 
 Seeking
 -------
@@ -1071,9 +1075,53 @@ class Partition:
         return leo
 
     def _replayed(self) -> _TxnScan:
+        """The replay of every segment: from a producer snapshot at the first segment's base offset when
+        there is a usable one (after retention deleted segments it holds the transactions opened before the
+        log start, which the broker's state keeps), else from an empty state.  Checked against the LSO's
+        replay (:meth:`_check_replay`)."""
         if self._txn_scan is None:
-            self._txn_scan = _replay(self.segments, self.codec, self.high_watermark)
+            snap = self._snapshot_at_or_below(self.segments[0].base_offset) if self.segments else None
+            if snap is None:
+                scan = _replay(self.segments, self.codec, self.high_watermark)
+                self._check_replay(scan, None)
+            else:
+                scan = self._replay_from(snap)[0]
+            self._txn_scan = scan
         return self._txn_scan
+
+    def _check_replay(self, scan: _TxnScan, snap) -> None:
+        """Raise :class:`LogInconsistencyError` if a replay from ``snap`` (an older producer snapshot, or
+        None: the log start) ends with other open transactions than the replay from the newest snapshot,
+        which the LSO uses: the segments and the snapshots then tell two histories (a segment missing from a
+        backup, a damaged one cut, or a snapshot from another log), and which records are committed cannot
+        be decided.  From the log start with no snapshot, a transaction opened before the log start may be
+        open with a later first offset, or not seen at all (its batches were deleted)."""
+        newest = self._snapshot_at_or_below(self.high_watermark)
+        if newest is None or (snap is not None and snap[0] == newest[0]):
+            return
+        ref = self._replay_from(newest)[0].open_txns
+        got = scan.open_txns
+        name = os.path.join(self.path, f"{newest[0]:020d}.snapshot")
+        origin = "the log start" if snap is None else f"the producer snapshot at offset {snap[0]}"
+        for pid, first in sorted(got.items()):
+            if pid not in ref or ref[pid] > first:
+                state = "has none" if pid not in ref else f"has it open from offset {ref[pid]}"
+                raise LogInconsistencyError(
+                    f"replayed from {origin}, producer {pid} has a transaction open from offset {first} (data and "
+                    f"no COMMIT/ABORT marker), but the producer snapshot at offset {newest[0]} {state}: a segment "
+                    f"is missing or was cut, or the snapshot is not this log's, so what is committed is unknown",
+                    name, {"replay": dict(got), "snapshot": dict(ref)},
+                )  # fmt: skip
+        if snap is not None:
+            for pid, first in sorted(ref.items()):
+                if got.get(pid) != first:
+                    raise LogInconsistencyError(
+                        f"replayed from {origin}, producer {pid} has "
+                        f"{'no open transaction' if pid not in got else f'a transaction open from {got[pid]}'}, "
+                        f"but the producer snapshot at offset {newest[0]} has one open from offset {first}: a "
+                        f"segment is missing or was cut, or a snapshot is not this log's",
+                        name, {"replay": dict(got), "snapshot": dict(ref)},
+                    )  # fmt: skip
 
     def _snapshot_at_or_below(self, limit: int):
         """``(offset, open transactions)`` of the newest usable producer snapshot at or below ``limit``, or
@@ -1102,15 +1150,15 @@ class Partition:
             bases = [seg.base_offset for seg in self.segments]
             first = max(bisect_right(bases, offset) - 1, 0)
             scan = _replay(self.segments[first:], self.codec, self.high_watermark, open_txns, offset)
+            self._check_replay(scan, snapshot)
             got = self._snapshot_replays[offset] = (scan, first)
         return got
 
     def _unstable_scan(self) -> _TxnScan:
-        """What the LSO needs: the full replay if one was made, else a replay from the newest producer
-        snapshot at or below the high watermark (as a broker restores its state; every marker at or
-        above the high watermark lies after it), else the full replay."""
-        if self._txn_scan is not None:
-            return self._txn_scan
+        """What the LSO needs: a replay from the newest producer snapshot at or below the high watermark
+        (as a broker restores its state; every marker at or above the high watermark lies after it), else
+        the full replay.  Always the same one, whatever else was replayed before: every other replay is
+        checked against it."""
         snap = self._snapshot_at_or_below(self.high_watermark)
         if snap is None:
             return self._replayed()
@@ -1124,8 +1172,10 @@ class Partition:
 
     @property
     def open_transactions(self) -> dict[int, int]:
-        """``{producer_id: first_offset}`` of transactions with data and no marker at the log end."""
-        return dict(self._replayed().open_txns)
+        """``{producer_id: first_offset}`` of transactions with data and no marker at the log end, from the
+        state the LSO is computed from (a first offset may lie below the log start, as in the broker's
+        producer state)."""
+        return dict(self._unstable_scan().open_txns)
 
     def producer_state(self):
         """The broker's producer state at the log end, as it restores it: the newest readable producer

@@ -1243,6 +1243,7 @@ cdef class ReadCommittedFilter:
     cdef public object last_stable_offset
     cdef int64_t _next          # the next offset to fetch (valid when _has_next)
     cdef bint _has_next
+    cdef int64_t _done          # past the last batch processed: a marker below it was seen before (fed again)
     cdef bint _verify
     cdef Py_ssize_t _max
     cdef bytes _pending
@@ -1253,6 +1254,7 @@ cdef class ReadCommittedFilter:
                  Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE, inflate_threads=0):
         self._committed = isolation_flag(isolation)
         self._seen = set()
+        self._done = INT64_MIN
         self.last_stable_offset = last_stable_offset
         self.next_offset = fetch_offset
         self._verify = verify_crc
@@ -1419,6 +1421,8 @@ cdef class ReadCommittedFilter:
         if not self._has_next or offset > self._next:
             self._next = offset
             self._has_next = True
+        if offset > self._done:
+            self._done = offset
 
     cdef inline int64_t _floor(self) noexcept nogil:
         """Records below the next offset to fetch are skipped (a fetch that starts inside a batch, or a
@@ -1466,7 +1470,7 @@ cdef class ReadCommittedFilter:
                     ctype = _control_type(buf + pos, size, size, &h, False)
                     if ctype == CONTROL_UNKNOWN:
                         return 2  # (not one well-formed control record: the full path decides)
-                    if ctype == 0:
+                    if ctype == 0 and last >= self._done:  # (an ABORT fed again ends nothing: see _run)
                         kx_pidset_discard(&self._aborted_pids, h.producer_id)
                 else:
                     skip = (h.attributes & TRANSACTIONAL_FLAG_MASK) != 0 \
@@ -1562,7 +1566,10 @@ cdef class ReadCommittedFilter:
                     raise MemoryError()
                 if h.attributes & CONTROL_FLAG_MASK:
                     ctype = first_control_type(buf, pos, size, &h, self._max)
-                    if ctype == 0:
+                    # An ABORT fed again (a fetch that starts over below where the filter got to) must not
+                    # end the producer's later aborted transaction, already entered: Kafka's consumer sees
+                    # every marker once, in log order, and before its producer's next transaction starts.
+                    if ctype == 0 and last >= self._done:
                         kx_pidset_discard(&self._aborted_pids, h.producer_id)
                 elif (h.attributes & TRANSACTIONAL_FLAG_MASK) and kx_pidset_has(&self._aborted_pids, h.producer_id):
                     aborted = True  # an aborted batch: none of its records, but the LSO rule below holds

@@ -674,6 +674,7 @@ class ReadCommittedFilter:
         self._heap = []
         self._seen = set()
         self._aborted_pids = set()
+        self._done = None  # past the last batch processed: a marker below it was seen before (fed again)
         self.last_stable_offset = last_stable_offset
         self.next_offset = fetch_offset
         self._verify = verify_crc
@@ -787,7 +788,10 @@ class ReadCommittedFilter:
             while heap and heap[0][0] <= last:
                 self._aborted_pids.add(heapq.heappop(heap)[1])
             if batch.is_control:
-                if batch.first_control_type() == 0:
+                # An ABORT fed again (a fetch that starts over below where the filter got to) must not end the
+                # producer's later aborted transaction, already entered: Kafka's consumer sees every marker
+                # once, in log order, and before its producer's next transaction starts.
+                if batch.first_control_type() == 0 and (self._done is None or last >= self._done):
                     self._aborted_pids.discard(batch.producer_id)
             elif batch.is_transactional and batch.producer_id in self._aborted_pids:
                 self._advance(min(last + 1, limit))
@@ -804,6 +808,8 @@ class ReadCommittedFilter:
     def _advance(self, offset):
         if self.next_offset is None or offset > self.next_offset:
             self.next_offset = offset
+        if self._done is None or offset > self._done:
+            self._done = offset
 
 
 def decode_records(

@@ -627,14 +627,17 @@ def test_encode_arrow_timestamp_units(encoder):
     assert codec.decode_records(encoder.encode_arrow(t))[0].timestamp == 15_000
     t = pa.table({"value": [b"x"], "timestamp": pa.array([2_000_000], pa.timestamp("ns", tz="UTC"))})
     assert codec.decode_records(encoder.encode_arrow(t))[0].timestamp == 2
-    # pandas gives ns timestamps with sub-millisecond parts: these must not leak pyarrow.ArrowInvalid
+    # pandas gives ns timestamps with sub-millisecond parts: floored, never a pyarrow.ArrowInvalid
     t = pa.table({"value": [b"x"], "timestamp": pa.array([1_500_001], pa.timestamp("ns", tz="UTC"))})
-    try:
-        data = encoder.encode_arrow(t)
-    except InvalidAppendError:
-        pass
-    else:
-        assert codec.decode_records(data)[0].timestamp == 1
+    assert codec.decode_records(encoder.encode_arrow(t))[0].timestamp == 1
+    # before 1970, floored too (a cast would truncate -1.5 ms to -1, "no timestamp"): refused, as negative
+    # milliseconds are; a null writes no timestamp
+    for us in (-1, -999, -1000, -1500):
+        t = pa.table({"value": [b"x"], "timestamp": pa.array([us], pa.timestamp("us"))})
+        with pytest.raises(InvalidAppendError, match="negative"):
+            encoder.encode_arrow(t)
+    t = pa.table({"value": [b"x", b"y"], "timestamp": pa.array([None, 2_999], pa.timestamp("us"))})
+    assert [r.timestamp for r in codec.decode_records(encoder.encode_arrow(t))] == [-1, 2]
 
 
 @pytest.mark.parametrize(
@@ -747,6 +750,41 @@ def test_to_pandas_headers_as_tuples(arrow, codec):
     b.append(b"x", timestamp=3, headers=[("c", b"")])
     df = arrow.to_pandas(b.build())
     assert list(df["headers"]) == [(("a", b"1"), ("b", None)), (), (("c", b""),)]
+    # an empty fetch has the same dtypes (pandas would make the empty list column float64)
+    empty = arrow.to_pandas(b.build(), fetch_offset=3)
+    assert len(empty) == 0 and empty.dtypes.to_dict() == df.dtypes.to_dict()
+
+
+def test_argument_errors_are_the_same_on_both_backends(codec):
+    """columns= and aborted_transactions= are checked by one function for both backends and the Spark
+    helpers: the same classes and messages (a string for columns is a TypeError, not a list of letters; a
+    malformed aborted-transaction entry a TypeError, not an IndexError)."""
+    b = codec.BatchBuilder()
+    b.append(b"v", timestamp=1)
+    data = b.build()
+    cases = [
+        (dict(columns="offset"), TypeError, "list of column names"),
+        (dict(columns=[]), ValueError, "at least one column"),
+        (dict(columns=["offset", "partition"]), ValueError, r"unknown column\(s\) \['partition'\]"),
+        (dict(columns=[], large_binary=True, binary_view=True), ValueError, "at least one column"),
+        (dict(aborted_transactions=[(1,)]), TypeError, "pairs"),
+        (dict(aborted_transactions=[(1, "5")]), TypeError, "pairs"),
+        (dict(aborted_transactions=[5]), TypeError, "pairs"),
+    ]
+    for kw, cls, match in cases:
+        with pytest.raises(cls, match=match):
+            codec.decode_arrow(data, isolation="read_committed", **kw)
+    for kw, cls, match in cases[4:]:
+        with pytest.raises(cls, match=match):
+            codec.decode_records(data, isolation="read_committed", **kw)
+    for kw, cls, match in cases[:3]:
+        with pytest.raises(cls, match=match):
+            kafkatx_arrow.spark_schema(kw["columns"])
+        with pytest.raises(cls, match=match):
+            kafkatx_arrow.map_in_arrow_decoder("value", columns=kw["columns"])  # on the driver, not a task
+    from kafkatx.txnindex import AbortedTxn
+
+    assert len(codec.decode_records(data, isolation="read_committed", aborted_transactions=[AbortedTxn(1, 0, 5, 6)])) == 1
 
 
 # ------------------------------------------------------------------------------- decode_column
@@ -889,6 +927,27 @@ def test_spark_schema():
         name, _, typ = part.partition(" ")
         if typ in ddl_to_arrow:
             assert s.field(name.strip("`")).type == ddl_to_arrow[typ]
+
+
+def test_map_in_arrow_decoder_names_a_timestamp_spark_cannot_hold(arrow, codec):
+    """Kafka takes any millisecond timestamp; Spark's are int64 microseconds.  One past that range fails
+    the task with kafkatx's InvalidTimestampError naming the record's offset (not pyarrow's ArrowInvalid);
+    the largest that fits, and null ones, pass."""
+    from kafkatx.errors import InvalidTimestampError
+
+    fits = ((1 << 63) - 1) // 1000
+    for ts, ok in ((1 << 62, False), (fits + 1, False), (fits, True)):
+        b = codec.BatchBuilder()
+        b.append(b"x", timestamp=5)
+        b.append(b"y", timestamp=ts)
+        decode = arrow.map_in_arrow_decoder("value")
+        batches = iter([pa.record_batch({"value": [b.build()]})])
+        if ok:
+            out = list(decode(batches))[0]
+            assert out.column("timestamp").cast(pa.int64()).to_pylist() == [5_000, ts * 1000]
+        else:
+            with pytest.raises(InvalidTimestampError, match=f"offset 1 has timestamp {ts} ms"):
+                list(decode(batches))
 
 
 def test_map_in_arrow_decoder(arrow, codec):

@@ -640,11 +640,6 @@ cdef int _want_bits(object columns) except -1:
     cdef int bits = 0
     if columns is None:
         return COL_ALL
-    for c in columns:
-        try:
-            bits |= _COLUMN_BITS[c]
-        except KeyError:
-            raise ValueError(f"unknown column {c!r}; columns are {', '.join(ARROW_COLUMNS)}") from None
-    if not bits:
-        raise ValueError("columns must name at least one column")
+    for c in column_names(columns):  # (the same checks and errors as the twin's)
+        bits |= _COLUMN_BITS[c]
     return bits

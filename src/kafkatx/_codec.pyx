@@ -27,8 +27,8 @@ import time
 
 from . import _control, _legacy
 from . import compression as _compression
-from ._common import (ARROW_COLUMNS, TIMESTAMP_TYPE_BITS, RecordList, arrow_schema, check_builder_args, encode_table,
-                      isolation_flag, new_aborted_pairs, one_array, timestamp_type_bits)
+from ._common import (ARROW_COLUMNS, TIMESTAMP_TYPE_BITS, RecordList, arrow_schema, check_builder_args, column_names,
+                      encode_table, isolation_flag, new_aborted_pairs, one_array, timestamp_type_bits)
 from ._common import as_bytes as _as_bytes, as_headers as _as_headers
 from ._consts import COMPRESSION_IDS, COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import (
@@ -1382,10 +1382,12 @@ cdef class ReadCommittedFilter:
         cdef _Columns cols
         cdef list bufs
         cdef Py_ssize_t k
+        cdef int bits
         _arrow()
+        bits = _want_bits(columns)  # (checked first, as the twin's arrow_schema does)
         if large_binary and binary_view:
             raise ValueError("large_binary and binary_view exclude each other")
-        cols = _Columns(_want_bits(columns), large_binary, binary_view)
+        cols = _Columns(bits, large_binary, binary_view)
         bufs = [_Buffer(p) for p in parts]
         for buf in bufs:
             _presize_count(buf.ptr, buf.size, &rows, &payload)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 
 from ._consts import INT32_MAX, TIMESTAMP_TYPE_MASK
 from .errors import InvalidAppendError
@@ -115,6 +116,23 @@ ARROW_COLUMNS = ("offset", "timestamp", "timestamp_type", "key", "value", "heade
                  "producer_epoch", "sequence", "is_transactional")  # fmt: skip
 
 
+def column_names(columns) -> tuple:
+    """The decoded columns ``columns`` names (all for None), in the canonical order; TypeError for a string
+    (a list of names is meant), ValueError for none or an unknown name.  Both backends and the Spark
+    helpers check with this, so they raise the same errors."""
+    if columns is None:
+        return ARROW_COLUMNS
+    if isinstance(columns, (str, bytes)):
+        raise TypeError(f"columns is a list of column names, not {type(columns).__name__} {columns!r}")
+    wanted = set(columns)
+    if not wanted:
+        raise ValueError("columns must name at least one column")
+    unknown = wanted - set(ARROW_COLUMNS)
+    if unknown:
+        raise ValueError(f"unknown column(s) {sorted(unknown, key=str)}; columns are {', '.join(ARROW_COLUMNS)}")
+    return tuple(c for c in ARROW_COLUMNS if c in wanted)
+
+
 def arrow_schema(columns=None, large_binary: bool = False, binary_view: bool = False):
     """The Arrow schema of decoded records: all columns, or those named, in the canonical order.
 
@@ -122,16 +140,7 @@ def arrow_schema(columns=None, large_binary: bool = False, binary_view: bool = F
     ``timestamp`` is null where Kafka has no timestamp (-1); ``timestamp_type`` is 0 CreateTime,
     1 LogAppendTime, -1 none (magic v0); ``key``/``value`` are null for null keys/values.
     """
-    if columns is None:
-        names = ARROW_COLUMNS
-    else:
-        wanted = set(columns)
-        if not wanted:
-            raise ValueError("columns must name at least one column")
-        unknown = wanted - set(ARROW_COLUMNS)
-        if unknown:
-            raise ValueError(f"unknown column(s) {sorted(unknown)}; columns are {', '.join(ARROW_COLUMNS)}")
-        names = tuple(c for c in ARROW_COLUMNS if c in wanted)
+    names = column_names(columns)
     if large_binary and binary_view:
         raise ValueError("large_binary and binary_view exclude each other")
     return _arrow_schema(names, bool(large_binary), bool(binary_view))
@@ -170,7 +179,11 @@ def new_aborted_pairs(aborted_transactions, seen: set):
     it joins), as the read_committed filters add them; ValueError for a pair outside int64, after the pairs
     before it were yielded."""
     for entry in aborted_transactions:
-        pid, first = int(entry[0]), int(entry[1])
+        try:
+            pid, first = operator.index(entry[0]), operator.index(entry[1])
+        except (TypeError, IndexError, KeyError):
+            raise TypeError(f"aborted transactions are (producer_id, first_offset) pairs of ints (or AbortedTxn), "
+                            f"got {entry!r}") from None  # fmt: skip
         if not (-(1 << 63) <= pid < (1 << 63) and -(1 << 63) <= first < (1 << 63)):
             raise ValueError(f"aborted transaction {(pid, first)!r}: producer id and first offset are int64")
         if (pid, first) in seen:
@@ -185,6 +198,12 @@ def one_array(col):
     if col.num_chunks == 1:
         return col.chunk(0)
     return col.combine_chunks()
+
+
+def _min(col):
+    import pyarrow.compute as pc
+
+    return pc.min(col).as_py()
 
 
 def encode_table(table, records_per_batch, header_rows: bool = True):
@@ -213,8 +232,15 @@ def encode_table(table, records_per_batch, header_rows: bool = True):
         col = one_array(table.column("timestamp"))
         t = col.type
         if pa.types.is_timestamp(t):
-            # finer units are floored to Kafka's milliseconds
+            if t.unit in ("us", "ns"):  # finer units are floored to Kafka's milliseconds (a cast truncates)
+                import pyarrow.compute as pc
+
+                col = pc.floor_temporal(col, unit="millisecond")
             col = col.cast(pa.timestamp("ms", tz=t.tz), safe=False).view(pa.int64())
+            low = _min(col) if col.null_count < len(col) else 0
+            if low < 0:  # (-1 would silently write "no timestamp")
+                raise InvalidAppendError(f"column 'timestamp' holds a negative time, before 1970 ({low} ms): Kafka's "
+                                         f"timestamps are non-negative milliseconds (a null writes none)")  # fmt: skip
         elif pa.types.is_integer(t):
             try:
                 col = col.cast(pa.int64())

@@ -34,7 +34,8 @@ import threading
 from typing import Any, Callable, Iterable, Iterator
 
 from ._backend import codec as _codec
-from ._common import ARROW_COLUMNS, arrow_schema
+from ._common import ARROW_COLUMNS, arrow_schema, column_names
+from .errors import InvalidTimestampError
 
 __all__ = [
     "ARROW_COLUMNS",
@@ -126,10 +127,18 @@ def to_pandas(data, *, types_mapper=None, headers: str = "tuples", **decode_kwar
         raise ValueError(f"headers must be 'tuples' or 'arrow', got {headers!r}")
     batch = decode_arrow(data, **decode_kwargs)
     df = batch.to_pandas(types_mapper=types_mapper)
-    if headers == "tuples" and "headers" in df.columns and df["headers"].dtype == object:
-        df["headers"] = _header_tuples(batch.column("headers"))
+    if headers == "tuples" and "headers" in df.columns and (df["headers"].dtype == object or not len(df)):
+        # (pandas makes an empty list column float64: an empty fetch gets the object column too)
+        df["headers"] = _object_series(_header_tuples(batch.column("headers")), df.index)
     df.attrs.update(read_info(batch))
     return df
+
+
+def _object_series(values: list, index):
+    """``values`` as an object Series on ``index`` (also when empty, where pandas would infer float64)."""
+    import pandas as pd
+
+    return pd.Series(values, index=index, dtype=object)
 
 
 def _header_tuples(lists) -> list:
@@ -454,15 +463,7 @@ _SPARK_DDL_TYPES = {
 
 def _column_names(columns) -> list:
     """The named columns in the canonical order (all by default), checked without pyarrow."""
-    if columns is None:
-        return list(ARROW_COLUMNS)
-    if isinstance(columns, str):
-        raise TypeError("columns is a list of column names, not a string")
-    wanted = set(columns)
-    unknown = wanted - set(ARROW_COLUMNS)
-    if unknown:
-        raise ValueError(f"unknown column(s) {sorted(unknown)}; columns are {', '.join(ARROW_COLUMNS)}")
-    return [c for c in ARROW_COLUMNS if c in wanted]
+    return list(column_names(columns))
 
 
 def spark_schema(columns=None) -> str:
@@ -500,8 +501,30 @@ def spark_arrow_schema(columns=None):
 def _to_spark(batch, schema):
     """``batch`` with ``schema``'s types and nullability (the ms→µs timestamp is the only real work)."""
     pa = _pa()
-    arrays = [batch.column(f.name).cast(f.type) for f in schema]
+    try:
+        arrays = [batch.column(f.name).cast(f.type) for f in schema]
+    except pa.ArrowInvalid:
+        _raise_out_of_spark_range(batch)
+        raise
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _raise_out_of_spark_range(batch) -> None:
+    """The first record whose millisecond timestamp does not fit Spark's int64 microseconds (a legal Kafka
+    timestamp past the year 294247, as a producer with a bogus clock can write) as InvalidTimestampError:
+    Spark's own Kafka source fails on it too (``Math.multiplyExact``)."""
+    if "timestamp" not in batch.schema.names:
+        return
+    import pyarrow.compute as pc
+
+    ms = pc.fill_null(batch.column("timestamp").view(_pa().int64()), 0).to_numpy()
+    limit = ((1 << 63) - 1) // 1000
+    bad = ((ms > limit) | (ms < -limit)).nonzero()[0]
+    if len(bad):
+        i = int(bad[0])
+        where = f"offset {batch.column('offset')[i].as_py()}" if "offset" in batch.schema.names else f"row {i}"
+        raise InvalidTimestampError(f"the record at {where} has timestamp {int(ms[i])} ms, past what Spark's "
+                                    f"timestamps (int64 microseconds) hold")  # fmt: skip
 
 
 def map_in_arrow_decoder(

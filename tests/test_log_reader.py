@@ -983,3 +983,17 @@ def test_a_segment_missing_between_snapshot_and_log_raises_instead_of_guessing(c
     with open_partition(path, codec=codec, checkpoints=False) as p:
         got = [r.offset for r in p.read(aborted_source="txnindex")]
     assert got == ([0, 1, 5, 6, 7, 8] if damage == "removed" else [2, 3, 5, 6, 7, 8])
+
+
+def test_entries_named_like_segments_that_are_not_files_are_ignored(built, codec, tmp_path):
+    """A directory or a dangling symlink named like a segment is not one (Kafka's LogLoader lists files
+    only): the partition reads as before, with a warning naming the entry, never an OSError."""
+    copy = _copy(built, tmp_path)
+    with open_partition(copy, codec=codec) as p:
+        want = (p.log_end_offset, _tuples(p.read()))
+    os.mkdir(os.path.join(copy, f"{99999:020d}.log"))
+    os.symlink(os.path.join(copy, "nowhere"), os.path.join(copy, f"{199999:020d}.log"))
+    with open_partition(copy, codec=codec) as p:
+        assert (p.log_end_offset, _tuples(p.read())) == want
+        assert sorted(w.split(":")[0] for w in p.warnings) == [
+            os.path.join(copy, f"{99999:020d}.log"), os.path.join(copy, f"{199999:020d}.log")]

@@ -16,7 +16,8 @@
   them, so the last stable offset is below the log end;
 * batch compression is ``compression`` or, for ``"mixed"``, drawn per batch from none / gzip / snappy /
   lz4 / zstd (gzip at level 1); keys are ``customer-<nnnn>`` (partitioned with Kafka's murmur2
-  partitioner), values JSON orders ``{"order_id", "customer", "amount_cents", "currency", "items",
+  partitioner; a partition that no key hashes to, as when ``keys`` is below ``partitions``, draws from
+  every key instead of staying empty, so there a key is in more than one partition), values JSON orders ``{"order_id", "customer", "amount_cents", "currency", "items",
   "shipping", "status", "ts"}`` whose ``amount_cents`` is the items' total plus shipping.
 
 Everything, including every timestamp (a synthetic clock), follows from ``seed``: the same arguments give

@@ -1023,6 +1023,9 @@ class Partition:
         for name in sorted(os.listdir(self.path)):
             m = _SEGMENT_LOG_RE.match(name)
             if m:
+                if not os.path.isfile(os.path.join(self.path, name)):  # as LogLoader, which lists files only
+                    self.warnings.append(f"{os.path.join(self.path, name)}: not a file (ignored)")
+                    continue
                 bases.append(int(m.group(1)))
             elif name.endswith(".txnindex"):
                 txn_files.add(name[: -len(".txnindex")])

@@ -14,6 +14,7 @@ import json
 import os
 import pathlib
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -287,11 +288,6 @@ def test_dump_corrupt_snapshot(capfd):
     assert "CRC" in err and "at byte" in err
 
 
-def test_dump_index_files_are_unsupported(capfd, tmp_path):
-    index = tmp_path / "00000000000000000000.index"
-    index.write_bytes(b"")
-    code, _, err = run(capfd, "dump", str(index))
-    assert code == 2 and "unsupported" in err
 
 
 def test_dump_usage_errors(capfd, tmp_path):
@@ -604,3 +600,93 @@ def test_python_dash_m_kafkatx_version():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"kafkatx {kafkatx.__version__} ")
     assert f"backend: {kafkatx.BACKEND}" in proc.stdout
+
+
+# ------------------------------------------------------------------------------------------ dump .index / .timeindex
+def _indexed_partition(tmp_path):
+    """A segment written by PartitionWriter with an index entry every batch or two."""
+    from kafkatx.log import PartitionWriter
+
+    part = tmp_path / "t-0"
+    with PartitionWriter(part, index_interval_bytes=100, checkpoint_recovery_point=False) as w:
+        for i in range(12):
+            b = kafkatx.BatchBuilder()
+            for j in range(3):
+                b.append(b"v" * 40, timestamp=1_000 + 10 * i + (j * 7) % 3)
+            w.append(b.build())
+    return part / f"{0:020d}.index", part / f"{0:020d}.timeindex", part / f"{0:020d}.log"
+
+
+def test_dump_index_and_timeindex_like_kafka(capfd, tmp_path):
+    """The lines of kafka-dump-log.sh, with entries read from the raw slots and each one checked here
+    against the .log independently: an .index entry points at the batch that ends at its offset, a
+    .timeindex entry names a batch's last offset and its largest timestamp."""
+    index, timeindex, log = _indexed_partition(tmp_path)
+    batches = {b.position: b for b in kafkatx.iter_batches(log.read_bytes())}
+    by_last = {b.last_offset: b for b in batches.values()}
+    raw = index.read_bytes()
+    entries = [struct.unpack_from(">ii", raw, i) for i in range(0, len(raw), 8)]
+    entries = [e for k, e in enumerate(entries) if k == 0 or e != (0, 0)]
+    assert len(entries) >= 5 and all(batches[pos].last_offset == rel for rel, pos in entries)
+    code, out, err = run(capfd, "dump", str(index))
+    assert code == 0, err
+    assert out.splitlines() == [f"Dumping {index}"] + [f"offset: {rel} position: {pos}" for rel, pos in entries]
+    raw = timeindex.read_bytes()
+    tentries = [struct.unpack_from(">qi", raw, i) for i in range(0, len(raw) - len(raw) % 12, 12)]
+    tentries = [e for k, e in enumerate(tentries) if k == 0 or e[1] != 0]
+    assert len(tentries) >= 3
+    assert all(max(r.timestamp for r in by_last[off]) == ts for ts, off in tentries)
+    code, out, err = run(capfd, "dump", str(timeindex))
+    assert code == 0, err
+    assert out.splitlines() == [f"Dumping {timeindex}"] + [f"timestamp: {ts} offset: {off}" for ts, off in tentries]
+    code, out, err = run(capfd, "dump", "--verify-index-only", str(index), str(timeindex))
+    assert (code, out.splitlines(), err) == (0, [f"Dumping {index}", f"Dumping {timeindex}"], "")
+    code, out, err = run(capfd, "dump", "--index-sanity-check", str(index), str(timeindex))
+    assert code == 0 and f"{index} passed sanity check." in out and f"{timeindex} passed sanity check." in out
+    code, out, err = run(capfd, "dump", "--json", str(index))
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert rows[1:] == [{"type": "index_entry", "offset": rel, "position": pos} for rel, pos in entries]
+
+
+def test_dump_index_reports_entries_the_log_does_not_back(capfd, tmp_path):
+    """An entry pointing at the wrong batch, a timestamp no batch has, an offset no batch ends at, and an
+    index that fails the broker's sanity check: reported as Kafka's tool does, with exit code 1."""
+    index, timeindex, log = _indexed_partition(tmp_path)
+    raw = bytearray(index.read_bytes())
+    rel1, pos1 = struct.unpack_from(">ii", raw, 8)
+    struct.pack_into(">ii", raw, 8, rel1 + 1, pos1)  # the second entry names an offset its batch does not end at
+    index.write_bytes(bytes(raw))
+    code, out, err = run(capfd, "dump", str(index))
+    assert code == 1 and f"offset: {rel1 + 1} position: {pos1}" in out
+    assert f"Mismatches in :{index.resolve()}" in err and f"  Index offset: {rel1 + 1}, log offset: {rel1}" in err
+    struct.pack_into(">ii", raw, 8, 0, 0)  # a zero slot after the first: the end, as a preallocated tail
+    struct.pack_into(">ii", raw, 16, rel1 + 5, pos1)
+    index.write_bytes(bytes(raw))
+    code, out, err = run(capfd, "dump", str(index))
+    assert code == 0 and len(out.splitlines()) == 2, err
+    struct.pack_into(">ii", raw, 8, -5, 10)  # offsets going backwards: the broker would rebuild it
+    index.write_bytes(bytes(raw))
+    code, out, err = run(capfd, "dump", "--index-sanity-check", str(index))
+    assert code == 1 and "is corrupt" in err and "at byte 8" in err, err
+    raw = bytearray(timeindex.read_bytes())
+    ts0, off0 = struct.unpack_from(">qi", raw, 0)
+    ts1, off1 = struct.unpack_from(">qi", raw, 12)
+    struct.pack_into(">qi", raw, 0, ts0 + 1, off0)  # a timestamp no record has
+    struct.pack_into(">qi", raw, 12, ts1, off1 - 1)  # an offset no batch ends at
+    timeindex.write_bytes(bytes(raw))
+    code, out, err = run(capfd, "dump", "--verify-index-only", str(timeindex))
+    assert code == 1 and out.splitlines() == [f"Dumping {timeindex}"]
+    assert f"Found timestamp mismatch in :{timeindex.resolve()}" in err
+    assert f"  Index timestamp: {ts0 + 1}, log timestamp: {ts0}" in err
+    assert f"Indexed offset: {off1 - 1}, found log offset: {off1}" in err
+    empty = tmp_path / f"{7:020d}.index"
+    empty.write_bytes(b"")
+    code, out, err = run(capfd, "dump", str(empty))
+    assert code == 0 and out.splitlines() == [f"Dumping {empty}", f"{empty} is empty."]
+    odd = tmp_path / "backup.index"
+    odd.write_bytes(bytes(8))
+    code, out, err = run(capfd, "dump", str(odd))
+    assert code == 2 and "not a segment file name" in err
+    log.unlink()
+    code, out, err = run(capfd, "dump", str(timeindex))
+    assert code == 0 and "no 00000000000000000000.log beside it" in err

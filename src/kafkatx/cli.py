@@ -387,6 +387,129 @@ def _dump_snapshot(path: Path, display: str, args) -> int:
     return EXIT_OK
 
 
+def _index_slots(path: Path, data: bytes, fmt: str):
+    """The raw entries of an index file as Kafka's dump reads them: every whole slot, up to the first one
+    that points back at the base offset (the zero-filled, preallocated tail of a live or crashed index)."""
+    base = _offset_from_name(path.name)
+    if base is None:
+        raise CliError(f"{path}: not a segment file name (<20-digit base offset>{path.suffix})", EXIT_USAGE)
+    size = struct.calcsize(fmt)
+    out = []
+    for i, slot in enumerate(struct.iter_unpack(fmt, data[: len(data) - len(data) % size])):
+        offset = base + slot[-1 if fmt == ">qi" else 0]
+        if offset == base and i > 0:
+            break
+        out.append((offset, slot))
+    return base, out
+
+
+def _first_batch_at(log: bytes, position: int, min_last_offset: int | None = None):
+    """The first complete batch at ``position`` of the segment ``log`` (with ``min_last_offset``: the first
+    from there whose last offset reaches it), or None."""
+    for batch in kafkatx.iter_batches(memoryview(log)[position:], verify_crc=False):
+        if min_last_offset is None or batch.last_offset >= min_last_offset:
+            return batch
+    return None
+
+
+def _dump_index(path: Path, display: str, args) -> int:
+    """A ``.index`` as DumpLogSegments prints it (``offset: O position: P``), each entry checked against the
+    batch at its position in the ``.log`` beside it (whose last offset it must be)."""
+    from .log.index import OffsetIndex
+
+    data = _read_file(path)
+    base, slots = _index_slots(path, data, ">ii")
+    _out(json.dumps({"type": "file", "path": display, "kind": "index"}) if args.json else f"Dumping {display}")
+    if not slots:
+        if not args.json:
+            _out(f"{display} is empty.")
+        return EXIT_OK
+    if args.index_sanity_check:
+        OffsetIndex(path, base).sanity_check()  # what decides on a broker's start whether it is rebuilt
+        if not args.json:
+            _out(f"{display} passed sanity check.")
+        return EXIT_OK
+    log = _sibling_log(path, display)
+    mismatches = []
+    for offset, (_, position) in slots:
+        if log is not None:
+            batch = _first_batch_at(log, position)
+            found = -1 if batch is None else batch.last_offset
+            if found != offset:
+                mismatches.append((offset, found))
+        if not args.verify_index_only:
+            _out(json.dumps({"type": "index_entry", "offset": offset, "position": position}) if args.json
+                 else f"offset: {offset} position: {position}")  # fmt: skip
+    if mismatches:
+        sys.stdout.flush()
+        _err(f"Mismatches in :{path.resolve()}")
+        for offset, found in mismatches:
+            _err(f"  Index offset: {offset}, log offset: {found}")
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def _dump_time_index(path: Path, display: str, args) -> int:
+    """A ``.timeindex`` as DumpLogSegments prints it (``timestamp: T offset: O``), each entry checked
+    against the ``.log`` beside it (found through its ``.index``): a batch must end at the entry's offset
+    with the entry's timestamp as its largest, and the timestamps must increase."""
+    from .log.index import OffsetIndex, TimeIndex
+
+    data = _read_file(path)
+    base, slots = _index_slots(path, data, ">qi")
+    _out(json.dumps({"type": "file", "path": display, "kind": "timeindex"}) if args.json else f"Dumping {display}")
+    if args.index_sanity_check:
+        TimeIndex(path, base).sanity_check()
+        if not args.json:
+            _out(f"{display} passed sanity check.")
+        return EXIT_OK
+    log = _sibling_log(path, display)
+    index = OffsetIndex(path.with_suffix(".index"), base) if log is not None else None
+    wrong_ts, out_of_order, not_found = [], [], []
+    prev = -1
+    for offset, (ts, _) in slots:
+        if log is not None:
+            batch = _first_batch_at(log, index.lookup(offset).position, offset)
+            if batch is None or batch.last_offset != offset:
+                not_found.append((offset, -1 if batch is None else batch.last_offset))
+            else:
+                biggest = max((r.timestamp for r in batch), default=-1)
+                if biggest != ts:
+                    wrong_ts.append((ts, biggest))
+                if prev >= ts:
+                    out_of_order.append((ts, prev))
+        if not args.verify_index_only:
+            _out(json.dumps({"type": "time_index_entry", "timestamp": ts, "offset": offset}) if args.json
+                 else f"timestamp: {ts} offset: {offset}")  # fmt: skip
+        prev = ts
+    if not (wrong_ts or out_of_order or not_found):
+        return EXIT_OK
+    sys.stdout.flush()
+    where = path.resolve()
+    if wrong_ts:
+        _err(f"Found timestamp mismatch in :{where}")
+        for a, b in wrong_ts:
+            _err(f"  Index timestamp: {a}, log timestamp: {b}")
+    if out_of_order:
+        _err(f"Found out of order timestamp in :{where}")
+        for a, b in out_of_order:
+            _err(f"  Index timestamp: {a}, Previously indexed timestamp: {b}")
+    if not_found:
+        _err("The following indexed offsets are not found in the log.")
+        for a, b in not_found:
+            _err(f"Indexed offset: {a}, found log offset: {b}")
+    return EXIT_ERROR
+
+
+def _sibling_log(path: Path, display: str):
+    """The bytes of the ``.log`` an index file belongs to, or None (said on stderr) if there is none."""
+    log = path.with_suffix(".log")
+    if not log.is_file():
+        _err(f"{display}: no {log.name} beside it, the entries are not checked against the log")
+        return None
+    return _read_file(log)
+
+
 def _snapshot_line(e) -> str:
     """ProducerStateManager.readSnapshot + DumpLogSegments: batch metadata only when lastOffset >= 0."""
     first_offset = e.current_txn_first_offset
@@ -416,8 +539,10 @@ def cmd_dump(args) -> int:
                 code = _dump_txnindex(path, name, args)
             elif suffix == ".snapshot":
                 code = _dump_snapshot(path, name, args)
-            elif suffix in (".index", ".timeindex"):
-                raise CliError(f"{name}: dumping {suffix} files is unsupported yet", EXIT_USAGE)
+            elif suffix == ".index":
+                code = _dump_index(path, name, args)
+            elif suffix == ".timeindex":
+                code = _dump_time_index(path, name, args)
             else:
                 code = _dump_log(path, name, args)
         except KafkaTxError as exc:
@@ -903,11 +1028,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "dump",
         help="print segment files like Kafka's kafka-dump-log.sh",
-        description="Print .log segments (and .txnindex files) exactly as Kafka's kafka-dump-log.sh does. "
+        description="Print .log segments (and .index, .timeindex, .txnindex, .snapshot files) exactly as Kafka's "
+        "kafka-dump-log.sh does; index entries are checked against the .log beside them. "
         "A batch whose CRC does not match is printed with isvalid: false and makes the exit code 1, "
         "unless --no-verify-crc is given.",
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help=".log (or any segment-like file), .txnindex, .snapshot")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help=".log (or any segment-like file), .index, .timeindex, .txnindex, .snapshot")  # fmt: skip
+    p.add_argument("--verify-index-only", action="store_true",
+                   help=".index/.timeindex: only check the entries against the .log (mismatches: exit code 1)")
+    p.add_argument("--index-sanity-check", action="store_true",
+                   help=".index/.timeindex: only run the check a broker runs on start (rebuild or not)")
     p.add_argument("--print-data-log", action="store_true", help="print keys and values (implies --deep-iteration)")
     p.add_argument("--deep-iteration", action="store_true", help="print every record, not only batches")
     p.add_argument("--skip-record-metadata", action="store_true", help="with --print-data-log: only key and payload")

@@ -947,3 +947,68 @@ def test_crc_error_names_the_second_batch(codec):
     assert ei.value.position == len(good)
     assert ei.value.base_offset == struct.unpack_from(">q", bad)[0]
     assert it.valid_bytes == len(good)
+
+
+# ------------------------------------------------------------------------------- legacy wrappers
+def _legacy_msg(magic, attributes, ts, key, value):
+    body = struct.pack(">bb", magic, attributes) + (struct.pack(">q", ts) if magic == 1 else b"")
+    for part in (key, value):
+        body += struct.pack(">i", -1) if part is None else struct.pack(">i", len(part)) + part
+    return struct.pack(">I", zlib.crc32(body)) + body
+
+
+def _legacy_entry(offset, msg):
+    return struct.pack(">qi", offset, len(msg)) + msg
+
+
+def _wrapper(wrapper_offset, inner, magic=1, attributes=1, ts=T0 + 99):
+    """A legacy gzip wrapper (``attributes`` 1, | 8 for LOG_APPEND_TIME) around ``inner`` entries."""
+    return _legacy_entry(wrapper_offset, _legacy_msg(magic, attributes, ts, None, gzip.compress(inner, mtime=0)))
+
+
+def _inner(offsets, magic=1):
+    return b"".join(_legacy_entry(o, _legacy_msg(magic, 0, T0 + i, b"k%d" % i, b"v%d" % i))
+                    for i, o in enumerate(offsets))  # fmt: skip
+
+
+@pytest.mark.parametrize("wrapper_offset, last_inner", [(1, 2), (5, 7), (99, 100)])
+def test_legacy_v1_wrapper_offset_below_its_last_inner_offset(codec, wrapper_offset, last_inner):
+    """AbstractLegacyRecordBatch.DeepRecordsIterator: "Found invalid wrapper offset in compressed v1 message
+    set, wrapper offset '...' is less than the last inner message offset '...' and it is not zero"."""
+    data = PREFIX + _wrapper(wrapper_offset, _inner(range(last_inner - 2, last_inner + 1)))
+    err = _expect(codec, data, InvalidRecordError, batch_pos=len(PREFIX), base_offset=wrapper_offset)
+    assert err.position == len(PREFIX)
+    assert (f"wrapper offset '{wrapper_offset}' is less than the last inner message offset '{last_inner}' "
+            "and it is not zero") in str(err)  # fmt: skip
+    with pytest.raises(InvalidRecordError):
+        codec.decode_arrow(data)
+
+
+def test_legacy_v1_wrapper_offsets_zero_or_at_least_the_last_inner(codec):
+    inner = _inner([0, 1, 2])
+    assert [r.offset for r in codec.decode_records(_wrapper(0, inner))] == [0, 1, 2]  # librdkafka's zero
+    assert [r.offset for r in codec.decode_records(_wrapper(2, inner))] == [0, 1, 2]
+    assert [r.offset for r in codec.decode_records(_wrapper(102, inner))] == [100, 101, 102]
+    assert [r.offset for r in codec.decode_records(_wrapper(7, _inner([5, 6, 7])))] == [5, 6, 7]
+
+
+def test_legacy_inner_magic_need_not_match_the_wrapper(codec):
+    """Kafka's consumer reads a v0 message in a v1 wrapper and a v1 message in a v0 wrapper (its deep
+    iterator passes ensureMatchingMagic=false; only the broker's LogValidator refuses them).  A v0 message
+    has no timestamp, and only v1 messages take a LOG_APPEND_TIME wrapper's."""
+    mixed = _legacy_entry(0, _legacy_msg(0, 0, None, b"k", b"v0")) + _legacy_entry(1, _legacy_msg(1, 0, T0, b"k", b"v1"))
+    for attributes, want in ((1, [(9, -1, b"v0"), (10, T0, b"v1")]), (1 | 8, [(9, -1, b"v0"), (10, T0 + 99, b"v1")])):
+        data = _wrapper(10, mixed, magic=1, attributes=attributes)
+        assert [(r.offset, r.timestamp, r.value) for r in codec.decode_records(data)] == want
+        (batch,) = codec.iter_batches(data)
+        assert [(r.offset, r.timestamp, r.value) for r in batch] == want
+        assert codec.decode_arrow(data).column("value").to_pylist() == [b"v0", b"v1"]
+    data = _wrapper(10, mixed, magic=0)  # v0: absolute inner offsets, no wrapper timestamp
+    assert [(r.offset, r.timestamp) for r in codec.decode_records(data)] == [(0, -1), (1, T0)]
+    # a magic that is no legacy magic is still refused
+    bad = _legacy_entry(0, _legacy_msg(1, 0, T0, b"k", b"v"))
+    bad = bad[:16] + b"\x02" + bad[17:]
+    with pytest.raises(CorruptRecordError, match="magic"):
+        codec.decode_records(_wrapper(0, bad))
+
+

@@ -69,6 +69,12 @@ def as_headers(headers) -> tuple:
     return tuple(out)
 
 
+def i64(x: int) -> int:
+    """Java long arithmetic: ``x`` wrapped to a signed 64-bit value."""
+    x &= 0xFFFFFFFFFFFFFFFF
+    return x - 0x10000000000000000 if x & 0x8000000000000000 else x
+
+
 def isolation_flag(isolation) -> bool:
     """True for read_committed, False for read_uncommitted."""
     if isolation == "read_committed":

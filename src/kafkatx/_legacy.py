@@ -11,7 +11,14 @@ import zlib
 
 from . import compression as _compression
 from ._consts import LOG_OVERHEAD, RECORD_OVERHEAD_V0, TIMESTAMP_TYPE_MASK
-from .errors import CorruptRecordError, CrcMismatchError, KafkaTxError, UnsupportedCompressionError
+from ._common import i64
+from .errors import (
+    CorruptRecordError,
+    CrcMismatchError,
+    InvalidRecordError,
+    KafkaTxError,
+    UnsupportedCompressionError,
+)
 
 _ENTRY = struct.Struct(">qi")
 
@@ -87,10 +94,8 @@ def parse_legacy(buf, position: int, size: int, max_decompressed: int, verify_cr
         mstart = p + LOG_OVERHEAD
         mend = mstart + isize
         imagic = inner[mstart + 4]
-        if imagic != magic:
-            raise CorruptRecordError(
-                f"inner legacy message magic {imagic} differs from wrapper magic {magic}", position, offset
-            )
+        if imagic > 1:
+            raise CorruptRecordError(f"invalid magic {imagic} of an inner legacy message", position, offset)
         if isize < (22 if imagic == 1 else 14):
             raise CorruptRecordError(f"inner legacy message of {isize} bytes is too short", position, offset)
         if inner[mstart + 5] & 0x07:
@@ -105,11 +110,23 @@ def parse_legacy(buf, position: int, size: int, max_decompressed: int, verify_cr
                     offset,
                 )
         its, ikey, ival = _message(inner, mstart, mend, position)
-        entries.append((ioff, its, ikey, ival))
+        entries.append((ioff, imagic, its, ikey, ival))
         p = mend
     if not entries:
         raise CorruptRecordError("compressed legacy wrapper holds no messages", position, offset)
+    shift = 0
+    if magic == 1 and offset != 0:
+        last_inner = entries[-1][0]
+        if offset < last_inner:
+            raise InvalidRecordError(
+                f"found invalid wrapper offset in compressed v1 message set, wrapper offset '{offset}' is less "
+                f"than the last inner message offset '{last_inner}' and it is not zero",
+                position,
+                offset,
+            )
+        shift = i64(offset - last_inner)
+    # LOG_APPEND_TIME on a v1 wrapper stamps its v1 messages (LegacyRecord.timestamp); a v0 message has none
     log_append = magic == 1 and attributes & TIMESTAMP_TYPE_MASK
-    shift = offset - entries[-1][0] if magic == 1 and offset != 0 else 0
-    records = [Record(o + shift, ts if log_append else its, k, v, (), -1) for o, its, k, v in entries]
+    records = [Record(i64(o + shift), ts if log_append and m == 1 else its, k, v, (), -1)
+               for o, m, its, k, v in entries]  # fmt: skip
     return records[0].offset, offset, crc, attributes, ts, records

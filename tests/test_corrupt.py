@@ -1012,3 +1012,49 @@ def test_legacy_inner_magic_need_not_match_the_wrapper(codec):
         codec.decode_records(_wrapper(0, bad))
 
 
+# ------------------------------------------------------------------------ RecordBatch(verify_crc)
+def test_record_batch_checks_its_crc_when_asked(codec):
+    """RecordBatch(data, position, verify_crc=True) (the default) checks the v2 CRC-32C, and a legacy entry's
+    outer CRC-32, as it is opened; verify_crc=False opens the damaged batch (is_valid says so)."""
+    good = load_golden("plain_none")[0]
+    bad = bytearray(good)
+    bad[-1] ^= 0x20
+    legacy = bytearray(load_golden("legacy_v1_gzip")[0][: _spec.split_batches(load_golden("legacy_v1_gzip")[0])[0][1]])
+    legacy[38] ^= 0x01  # the gzip header's mtime, in the wrapper's value: only the wrapper's CRC covers it
+    for damaged in (bytes(bad), bytes(legacy)):
+        data = good + damaged
+        with pytest.raises(CrcMismatchError) as ei:
+            codec.RecordBatch(data, len(good))
+        assert ei.value.position == len(good)
+        with pytest.raises(CrcMismatchError):
+            codec.RecordBatch(data, len(good), len(damaged), verify_crc=True)
+        opened = codec.RecordBatch(data, len(good), verify_crc=False)
+        assert not opened.is_valid
+        with pytest.raises(CrcMismatchError):
+            opened.validate_crc()
+        with pytest.raises(CrcMismatchError) as ei:
+            list(codec.iter_batches(data))
+        assert ei.value.position == len(good)
+    assert codec.RecordBatch(good + good, len(good)).is_valid
+
+
+def test_record_batch_errors_are_positioned_in_the_callers_buffer(codec):
+    """The README promises positions in the buffer passed in, also for a batch opened at ``position``."""
+    good = load_golden("plain_none")[0]
+    at = len(good)
+    magic = bytearray(good)
+    magic[16] = 7
+    small = bytearray(good)
+    small[8:12] = struct.pack(">i", 3)
+    count = bytearray(good)
+    count[57:61] = struct.pack(">i", -1)
+    wrapper = _wrapper(1, _inner([0, 1, 2]))
+    cases = [(bytes(magic), CorruptRecordError, at + 16), (bytes(small), CorruptRecordError, at),
+             (_spec.fix_crc(bytes(count)), InvalidRecordError, at + 57), (good[:30], CorruptRecordError, at),
+             (wrapper, InvalidRecordError, at)]  # fmt: skip
+    for entry, exc, where in cases:
+        with pytest.raises(exc) as ei:
+            codec.RecordBatch(good + entry, at).records()
+        assert ei.value.position == where, (entry[:20], str(ei.value))
+
+

@@ -64,7 +64,13 @@ class RecordBatch:
         size: int | None = None,
         max_decompressed_size: int = ...,
         verify_crc: bool = True,
-    ) -> None: ...
+    ) -> None:
+        """Open the entry at byte ``position`` of ``data`` (``size`` bytes, else as its header says).
+
+        With ``verify_crc`` (the default) its CRC is checked here: CRC-32C of a v2 batch, CRC-32 of a legacy
+        entry and of the messages in a compressed wrapper (CrcMismatchError); ``verify_crc=False`` opens a
+        damaged entry (``is_valid``, ``validate_crc()`` tell).  Error positions are in ``data``, not
+        relative to ``position``."""
     def compute_crc(self) -> int: ...
     def validate_crc(self) -> None: ...
     def tobytes(self) -> bytes: ...

@@ -1131,6 +1131,8 @@ cdef class RecordBatch:
 
 cdef int _init_batch(RecordBatch b, _Buffer owner, Py_ssize_t pos, Py_ssize_t size, Py_ssize_t max_size,
                      bint verify) except -1:
+    """Fill ``b`` from the entry at ``pos``; with ``verify`` its CRC is checked here (the legacy parser
+    checks a legacy entry's, and those of the messages in a compressed wrapper)."""
     cdef int8_t magic = <int8_t>owner.ptr[pos + MAGIC_OFFSET]
     b._owner = owner
     b.position = pos
@@ -1138,6 +1140,8 @@ cdef int _init_batch(RecordBatch b, _Buffer owner, Py_ssize_t pos, Py_ssize_t si
     b._max = max_size
     if magic >= 2:
         check_v2_header(owner.ptr, pos, size, &b.h)
+        if verify:
+            verify_v2_crc(owner.ptr, pos, size, &b.h)
         return 0
     view = PyMemoryView_FromMemory(<char *>owner.ptr, owner.size, PyBUF_READ)
     try:
@@ -1207,12 +1211,7 @@ cdef class BatchIterator:
         if self._done or next_entry(self._buf.ptr, self._pos, self._buf.size, &size):
             self._done = True
             raise StopIteration
-        b = _make_batch(self._buf, self._pos, size, self._max, self._verify)
-        if self._verify:
-            if b.h.magic >= 2:
-                verify_v2_crc(self._buf.ptr, self._pos, size, &b.h)
-            else:
-                b.validate_crc()
+        b = _make_batch(self._buf, self._pos, size, self._max, self._verify)  # (its CRC checked there)
         self._pos += size
         return b
 
@@ -1540,9 +1539,7 @@ cdef class ReadCommittedFilter:
             if next_entry(buf, pos, end, &size):
                 break
             if <int8_t>buf[pos + MAGIC_OFFSET] < 2:
-                legacy = _make_batch(b, pos, size, self._max, self._verify)
-                if self._verify:
-                    legacy.validate_crc()
+                legacy = _make_batch(b, pos, size, self._max, self._verify)  # (CRCs checked there)
                 if legacy.h.base_offset >= limit:
                     break
                 if cols is None:

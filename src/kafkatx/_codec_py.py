@@ -343,6 +343,26 @@ def _in_payload(exc, start):
 
 
 # ------------------------------------------------------------------------------------------ batches
+def _entry_size(buf, pos: int, end: int):
+    """Size of the complete entry at ``buf[pos]`` (positions in ``buf``), or None when ``buf[:end]`` ends
+    before it (a truncated tail); CorruptRecordError for a size or magic no entry can have."""
+    left = end - pos
+    if left < LOG_OVERHEAD:
+        return None
+    size = struct.unpack_from(">i", buf, pos + 8)[0]
+    if size < RECORD_OVERHEAD_V0:
+        raise CorruptRecordError(
+            f"record size {size} is less than the minimum record overhead ({RECORD_OVERHEAD_V0})", pos
+        )
+    if left < 17:
+        return None
+    magic = struct.unpack_from(">b", buf, pos + 16)[0]
+    if magic < 0 or magic > 2:
+        raise CorruptRecordError(f"invalid magic found in record: {magic}", pos + 16)
+    total = size + LOG_OVERHEAD
+    return total if left >= total else None
+
+
 def _check_codec(cid, position, base_offset):
     if cid > 4:
         raise UnsupportedCompressionError(f"unknown compression type id {cid}", position, base_offset)
@@ -366,10 +386,9 @@ class RecordBatch:
         if position < 0 or position > len(buf):
             raise ValueError(f"position {position} is outside the buffer of {len(buf)} bytes")
         if size is None:
-            it = BatchIterator(buf[position:], False, max_decompressed_size)
-            if next(it, None) is None:
+            size = _entry_size(buf, position, len(buf))
+            if size is None:
                 raise CorruptRecordError("incomplete entry", position)
-            size = it.valid_bytes
         elif size < LOG_OVERHEAD + 5 or size > len(buf) - position:
             raise ValueError(f"size {size} does not fit the buffer at position {position}")
         self._buf = buf
@@ -396,8 +415,10 @@ class RecordBatch:
                 raise InvalidRecordError(
                     f"found invalid record count {self.records_count}", position + 57, self.base_offset
                 )
+            if verify_crc:
+                self.validate_crc()
         else:
-            self._init_legacy(buf, position, size, magic)
+            self._init_legacy(buf, position, size, magic)  # (the legacy parser checks the CRCs)
 
     # -- legacy ------------------------------------------------------------------------------------
     def _init_legacy(self, buf, position, size, magic):
@@ -597,30 +618,12 @@ class BatchIterator:
     def __next__(self) -> RecordBatch:
         if self._done:
             raise StopIteration
-        buf = self._buf
         pos = self._pos
-        left = self._end - pos
-        if left < LOG_OVERHEAD:
+        total = _entry_size(self._buf, pos, self._end)
+        if total is None:
             self._done = True
             raise StopIteration
-        size = struct.unpack_from(">i", buf, pos + 8)[0]
-        if size < RECORD_OVERHEAD_V0:
-            raise CorruptRecordError(
-                f"record size {size} is less than the minimum record overhead ({RECORD_OVERHEAD_V0})", pos
-            )
-        if left < 17:
-            self._done = True
-            raise StopIteration
-        magic = struct.unpack_from(">b", buf, pos + 16)[0]
-        if magic < 0 or magic > 2:
-            raise CorruptRecordError(f"invalid magic found in record: {magic}", pos + 16)
-        total = size + LOG_OVERHEAD
-        if left < total:
-            self._done = True
-            raise StopIteration
-        batch = RecordBatch(buf, pos, total, self._max, self._verify)
-        if self._verify:
-            batch.validate_crc()
+        batch = RecordBatch(self._buf, pos, total, self._max, self._verify)  # (its CRC checked there)
         self._pos = pos + total
         return batch
 
@@ -1190,7 +1193,7 @@ def _scan_entries(window, end: int, crc_view, whole, verify_control: bool) -> di
                 )
             (boff, _l, _ple, _m, crc, attrs, lod, _bts, maxts, pid, epoch, bseq, count) = _HEADER.unpack_from(buf, at)
             if crc_view is not None and crc32c(memoryview(crc_view)[pos + 21 : pos + total]) != crc:
-                RecordBatch(crc_view, pos, total, DEFAULT_MAX_DECOMPRESSED_SIZE, True).validate_crc()
+                RecordBatch(crc_view, pos, total, DEFAULT_MAX_DECOMPRESSED_SIZE, True)  # (raises CrcMismatchError)
             ctype = _control_type(whole, pos, total, attrs, count, crc, verify_control)
             row = (pos, boff, boff + lod, pid, maxts, bseq, count, total, epoch, attrs, magic, ctype)
         else:

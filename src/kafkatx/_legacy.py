@@ -57,9 +57,13 @@ def _message(buf, pos: int, end: int, where: int):
 def parse_legacy(buf, position: int, size: int, max_decompressed: int, verify_crc: bool, Record):
     """Decode one legacy entry of ``size`` bytes at ``position``.
 
-    Returns ``(base_offset, last_offset, crc, attributes, timestamp, records)``.  A compressed wrapper
-    is inflated here; its inner offsets follow Kafka's rules (v1: relative to the wrapper offset, which is
-    the absolute offset of the last inner message, unless the wrapper offset is 0).
+    Returns ``(base_offset, last_offset, crc, attributes, timestamp, records)``.  With ``verify_crc`` the
+    entry's CRC is checked first (CrcMismatchError), then those of the messages inside a compressed wrapper.
+    A compressed wrapper is inflated here; its inner messages are read as Kafka's consumer reads them
+    (``AbstractLegacyRecordBatch.DeepRecordsIterator``): their magic need not match the wrapper's (only the
+    broker's validator insists), and under a v1 wrapper their offsets are relative, the wrapper offset being
+    the absolute offset of the last inner message (unless it is 0), never below the last inner offset.
+    Offsets and their shift are Java long arithmetic (wrapped to int64).
     """
     offset = _ENTRY.unpack_from(buf, position)[0]
     magic = buf[position + 16]
@@ -69,6 +73,11 @@ def parse_legacy(buf, position: int, size: int, max_decompressed: int, verify_cr
             f"legacy message size {size - LOG_OVERHEAD} is smaller than the minimum {overhead}", position, offset
         )
     crc = struct.unpack_from(">I", buf, position + 12)[0]
+    if verify_crc:
+        computed = legacy_crc(buf, position, size)
+        if computed != crc:
+            raise CrcMismatchError(f"record is corrupt (stored crc = {crc}, computed crc = {computed})", position,
+                                   offset)  # fmt: skip
     attributes = buf[position + 17]
     cid = attributes & 0x07
     if cid > 3:

@@ -552,8 +552,7 @@ class Segment:
             try:
                 if length < 26 or pos + length > self.size:
                     raise ValueError("not a whole batch")
-                batch = self._codec.RecordBatch(self.mmap, position=pos, size=length, verify_crc=True)
-                batch.validate_crc()
+                batch = self._codec.RecordBatch(self.mmap, position=pos, size=length, verify_crc=True)  # (CRC checked)
                 ok = batch.base_offset <= off <= batch.last_offset
             except KafkaTxError:
                 ok = False
@@ -613,7 +612,7 @@ def _replay(segments, codec, high_watermark: int, open_txns: dict | None = None,
         seg, position, size = opened_at[pid]
         if seg.verify_crc:
             try:
-                seg.batch_at(position, size).validate_crc()
+                seg.batch_at(position, size)  # (verify_crc: the batch's CRC is checked as it is opened)
             except KafkaTxError as exc:
                 raise _relocate(exc, seg.log_path, seg.batch_base(position)) from exc
     candidates = list(open_.values())
@@ -633,9 +632,9 @@ def _replay_segment(seg, sc, from_offset, open_: dict, opened_at: dict, high_wat
 
     def resolve(i):
         try:
+            # (with verify_crc its CRC is checked as it is opened: a marker decides what is aborted, never trust a
+            # damaged one)
             batch = seg.batch_at(sc.position[i], sc.size[i])
-            if seg.verify_crc:
-                batch.validate_crc()  # a marker decides what is aborted: never trust a damaged one
             return batch.first_control_type()
         except KafkaTxError as exc:
             raise _relocate(exc, seg.log_path, seg.batch_base(sc.position[i])) from exc
@@ -968,9 +967,7 @@ class LogRead:
             for i in range(lo, hi):
                 p = sc.position[i]
                 try:
-                    batch = codec.RecordBatch(data, position=p, size=sc.size[i], verify_crc=verify)
-                    if verify:
-                        batch.validate_crc()
+                    batch = codec.RecordBatch(data, position=p, size=sc.size[i], verify_crc=verify)  # (CRC checked)
                 except KafkaTxError as exc:
                     raise _relocate(exc, path, 0) from exc
                 self.next_offset = max(self.next_offset, min(batch.last_offset + 1, self.upper_bound))

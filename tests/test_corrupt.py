@@ -1058,3 +1058,43 @@ def test_record_batch_errors_are_positioned_in_the_callers_buffer(codec):
         assert ei.value.position == where, (entry[:20], str(ei.value))
 
 
+# ------------------------------------------------------------------- offsets and timestamps at int64
+def test_record_at_long_max_value_is_returned(codec):
+    """Kafka's consumer returns a record at offset 2^63-1 like any other; after it the next offset stays at
+    2^63-1 (Java's lastOffset + 1 would wrap)."""
+    top = (1 << 63) - 1
+    data = _spec.v2_batch(_spec.raw_record(value=b"a", off_delta=0) + _spec.raw_record(value=b"b", off_delta=1),
+                          count=2, base_offset=top - 1, last_offset_delta=1)
+    out = codec.decode_records(data)
+    assert [(r.offset, r.value) for r in out] == [(top - 1, b"a"), (top, b"b")]
+    assert (out.next_offset, out.valid_bytes, out.trailing_bytes) == (top, len(data), 0)
+    (batch,) = codec.iter_batches(data)
+    assert (batch.last_offset, batch.next_offset) == (top, top + 1)
+    assert [r.offset for r in batch.records()] == [top - 1, top]
+    rb = codec.decode_arrow(data)
+    assert rb.column("offset").to_pylist() == [top - 1, top]
+    assert rb.schema.metadata[b"valid_bytes"] == str(len(data)).encode()
+    f = codec.ReadCommittedFilter()
+    assert [r.offset for r in f.feed(data)] == [top - 1, top] and f.next_offset == top
+    committed = codec.decode_records(data, isolation="read_committed", last_stable_offset=top)
+    assert [r.offset for r in committed] == [top - 1] and committed.valid_bytes == 0  # straddles the LSO
+
+
+def test_decoded_offsets_and_timestamps_wrap_as_java_longs(codec):
+    """base_offset + offset delta, base_timestamp + timestamp delta and the last offset are Java long sums:
+    past int64 they wrap, on both backends, for records, Arrow columns and the header scan."""
+    import pyarrow as pa
+
+    top, bottom = (1 << 63) - 1, -(1 << 63)
+    recs = _spec.raw_record(value=b"a", off_delta=0, ts_delta=0) + \
+        _spec.raw_record(value=b"b", off_delta=2, ts_delta=top)
+    data = _spec.v2_batch(recs, count=2, base_offset=top - 1, last_offset_delta=2, base_timestamp=5, max_timestamp=5)
+    want = [(top - 1, 5, b"a"), (bottom, 5 + top - (1 << 64), b"b")]
+    assert [(r.offset, r.timestamp, r.value) for r in codec.decode_records(data)] == want
+    (batch,) = codec.iter_batches(data)
+    assert batch.last_offset == bottom
+    assert [(r.offset, r.timestamp, r.value) for r in batch] == want
+    rb = codec.decode_arrow(data)
+    assert rb.column("offset").to_pylist() == [top - 1, bottom]
+    assert rb.column("timestamp").cast(pa.int64()).to_pylist() == [5, 5 + top - (1 << 64)]
+    assert list(codec.scan_batches(data)["last_offset"]) == [bottom]

@@ -33,6 +33,14 @@ class Record:
     ) -> None: ...
 
 class RecordBatch:
+    """One entry of a log: a v2 record batch, or a legacy (magic 0/1) message or compressed wrapper.
+
+    ``last_offset`` is ``base_offset + last_offset_delta`` in Java long arithmetic (it wraps past 2^63-1),
+    as are the records' offsets and timestamps.  A legacy compressed wrapper is read as Kafka's consumer
+    reads it: inner messages of the other legacy magic are taken (a v0 message has no timestamp), and a v1
+    wrapper whose non-zero offset is below its last inner offset raises InvalidRecordError.
+    """
+
     position: int
     size_in_bytes: int
     base_offset: int

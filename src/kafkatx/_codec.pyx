@@ -401,6 +401,16 @@ cdef inline int32_t _wrap(uint32_t x) noexcept nogil:
     return <int32_t>x  # Java int arithmetic: modulo 2^32, done unsigned so C has no overflow
 
 
+cdef inline int64_t _wadd(int64_t a, int64_t b) noexcept nogil:
+    """``a + b`` in Java long arithmetic (wrapped; a signed overflow would be undefined in C)."""
+    return <int64_t>(<uint64_t>a + <uint64_t>b)
+
+
+cdef inline int64_t _wsub(int64_t a, int64_t b) noexcept nogil:
+    """``a - b`` in Java long arithmetic."""
+    return <int64_t>(<uint64_t>a - <uint64_t>b)
+
+
 cdef inline int32_t _inc_seq(int32_t sequence, int32_t increment) noexcept nogil:
     cdef uint32_t imax = <uint32_t>2147483647
     if sequence > _wrap(imax - <uint32_t>increment):
@@ -664,7 +674,7 @@ cdef int _headers_to_columns(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t rend
 
 
 cdef int decode_v2_columns(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t base, Header *h,
-                           _Columns cols, int64_t fetch_offset, int64_t limit_offset,
+                           _Columns cols, int64_t fetch_offset, int64_t last_visible,
                            const uint8_t *prefetch_end) except -1 nogil:
     """The Arrow path of decode_v2_records, without the GIL (taken back only for errors and rare growth).
 
@@ -723,14 +733,14 @@ cdef int decode_v2_columns(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
         while pf < pf_end and pf < buf + pos + pf_lead:
             kx_prefetch(pf)
             pf += 64
-        offset = boff + rv.off_delta
-        if offset < fetch_offset or offset >= limit_offset:
+        offset = _wadd(boff, rv.off_delta)
+        if offset < fetch_offset or offset > last_visible:
             continue
         r = row0 + j
         if p_off != NULL:
             p_off[j] = offset
         if p_ts != NULL:
-            ts = h.max_timestamp if log_append else h.base_timestamp + rv.ts_delta
+            ts = h.max_timestamp if log_append else _wadd(h.base_timestamp, rv.ts_delta)
             p_ts[j] = ts
             if ts == -1:  # Kafka's "no timestamp"; others are real instants
                 row_null(&cols.ts_valid, &cols.ts_nulls, r)
@@ -796,7 +806,7 @@ cdef inline void _fill16(Grow *g, int16_t v, Py_ssize_t n) noexcept nogil:
 
 
 cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t base, Header *h,
-                           object out, _Columns cols, int64_t fetch_offset, int64_t limit_offset) except -1:
+                           object out, _Columns cols, int64_t fetch_offset, int64_t last_visible) except -1:
     """Decode ``h.records_count`` records from buf[pos:end] into ``out`` (Records) or ``cols`` (Arrow).
 
     ``base`` maps local positions to the caller's buffer."""
@@ -817,17 +827,17 @@ cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
     if cols is not None:
         if end - pos >= NOGIL_THRESHOLD:
             with nogil:
-                decode_v2_columns(buf, pos, end, base, h, cols, fetch_offset, limit_offset, NULL)
+                decode_v2_columns(buf, pos, end, base, h, cols, fetch_offset, last_visible, NULL)
         else:
-            decode_v2_columns(buf, pos, end, base, h, cols, fetch_offset, limit_offset, NULL)
+            decode_v2_columns(buf, pos, end, base, h, cols, fetch_offset, last_visible, NULL)
         return 0
     for i in range(h.records_count):
         if kx_parse_record(buf, &pos, end, &rv, &err):  # (record.h, inlined here)
             _raise_rec(&err, base, boff)
-        offset = boff + rv.off_delta
-        if offset < fetch_offset or offset >= limit_offset:
+        offset = _wadd(boff, rv.off_delta)
+        if offset < fetch_offset or offset > last_visible:
             continue
-        ts = max_ts if log_append else base_ts + rv.ts_delta
+        ts = max_ts if log_append else _wadd(base_ts, rv.ts_delta)
         seq = _inc_seq(base_seq, rv.off_delta) if base_seq >= 0 else -1
         r = Record.__new__(Record)
         r.offset = offset
@@ -849,7 +859,7 @@ cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
 
 
 cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, Header *h, object out,
-                         _Columns cols, int64_t fetch_offset, int64_t limit_offset, Py_ssize_t max_size,
+                         _Columns cols, int64_t fetch_offset, int64_t last_visible, Py_ssize_t max_size,
                          object ahead=None) except -1:
     """All records of the v2 batch at buf[pos:pos+size], inflating its payload when compressed (or taking
     it from ``ahead``, a compression.InflateAhead over ``buf``, when that has it)."""
@@ -865,7 +875,7 @@ cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, He
     if cid == 0:
         if keep:
             cols.use_source(start, size - RECORD_BATCH_OVERHEAD)
-        return decode_v2_records(buf, start, pos + size, 0, h, out, cols, fetch_offset, limit_offset)
+        return decode_v2_records(buf, start, pos + size, 0, h, out, cols, fetch_offset, last_visible)
     # records and copying columns are done with the payload before the next inflation on this thread, so
     # it may live in the thread's reusable buffer (compression.decompress_view)
     payload = None
@@ -873,7 +883,7 @@ cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, He
         with nogil:
             n = <Py_ssize_t>kx_ahead_take((<_CAhead>ahead).a, start, &inflated)
         if n >= 0:
-            return _decode_payload(inflated, n, start, h, out, cols, fetch_offset, limit_offset)
+            return _decode_payload(inflated, n, start, h, out, cols, fetch_offset, last_visible)
         ahead = None  # no span starts here, or the library rejected it: inflated here, which names any error
     if ahead is not None:
         try:
@@ -886,7 +896,7 @@ cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, He
         n = _inflate_fast(buf + start, pos + size - start, cid, max_size, &inflated)
         if n >= 0:
             try:
-                return _decode_payload(inflated, n, start, h, out, cols, fetch_offset, limit_offset)
+                return _decode_payload(inflated, n, start, h, out, cols, fetch_offset, last_visible)
             finally:
                 kx_scratch_release()
     if payload is None:
@@ -895,16 +905,16 @@ cdef int decode_v2_batch(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size, He
         cols.use_payload(payload)
     PyObject_GetBuffer(payload, &pb, PyBUF_SIMPLE)
     try:
-        return _decode_payload(<const uint8_t *>pb.buf, pb.len, start, h, out, cols, fetch_offset, limit_offset)
+        return _decode_payload(<const uint8_t *>pb.buf, pb.len, start, h, out, cols, fetch_offset, last_visible)
     finally:
         PyBuffer_Release(&pb)
 
 
 cdef int _decode_payload(const uint8_t *p, Py_ssize_t n, Py_ssize_t start, Header *h, object out, _Columns cols,
-                         int64_t fetch_offset, int64_t limit_offset) except -1:
+                         int64_t fetch_offset, int64_t last_visible) except -1:
     """decode_v2_records over an inflated payload, its errors pointed at the batch's payload."""
     try:
-        return decode_v2_records(p, 0, n, 0, h, out, cols, fetch_offset, limit_offset)
+        return decode_v2_records(p, 0, n, 0, h, out, cols, fetch_offset, last_visible)
     except CorruptRecordError as exc:
         raise type(exc)(f"{exc.reason} (at byte {exc.position} of the decompressed payload)", start,
                         exc.base_offset) from None
@@ -937,7 +947,7 @@ cdef int first_control_type(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t size,
     if not (h.attributes & CONTROL_FLAG_MASK) or h.records_count == 0:
         return -1
     out = []
-    decode_v2_batch(buf, pos, size, h, out, None, INT64_MIN, INT64_MAX, max_size)
+    decode_v2_batch(buf, pos, size, h, out, None, INT64_MIN, INT64_MAX, max_size)  # (every record)
     key = (<Record>out[0]).key
     if key is None or len(key) < 4:
         _invalid("control record key is shorter than 4 bytes", pos, h.base_offset)
@@ -988,7 +998,7 @@ cdef class RecordBatch:
 
     @property
     def last_offset(self):
-        return self._legacy_last_offset if self.h.magic < 2 else self.h.base_offset + self.h.last_offset_delta
+        return self._legacy_last_offset if self.h.magic < 2 else _wadd(self.h.base_offset, self.h.last_offset_delta)
 
     @property
     def next_offset(self):
@@ -1089,20 +1099,20 @@ cdef class RecordBatch:
         return PyBytes_FromStringAndSize(<const char *>self._owner.ptr + self.position, self.size_in_bytes)
 
     # -- records -----------------------------------------------------------------------------------
-    cdef int _decode_into(self, object out, int64_t fetch_offset, int64_t limit_offset) except -1:
+    cdef int _decode_into(self, object out, int64_t fetch_offset, int64_t last_visible) except -1:
         cdef Record r
         if self.h.magic < 2:
             for r in self._legacy_records:
-                if fetch_offset <= r.offset < limit_offset:
+                if fetch_offset <= r.offset <= last_visible:
                     PyList_Append(out, r)
             return 0
         return decode_v2_batch(self._owner.ptr, self.position, self.size_in_bytes, &self.h, out, None,
-                               fetch_offset, limit_offset, self._max)
+                               fetch_offset, last_visible, self._max)
 
     def records(self):
         """All records of the batch (control records too: this is the raw view)."""
         cdef list out = []
-        self._decode_into(out, INT64_MIN, INT64_MAX)
+        self._decode_into(out, INT64_MIN, INT64_MAX)  # (from the first offset to the last, 2^63-1 included)
         return out
 
     def __iter__(self):
@@ -1418,6 +1428,14 @@ cdef class ReadCommittedFilter:
         return _finish(cols, {"next_offset": self.next_offset, "valid_bytes": valid,
                               "trailing_bytes": len(self._pending)})
 
+    cdef inline void _advance_past(self, int64_t last, int64_t limit, bint bounded) noexcept nogil:
+        """Move the next offset to fetch past a batch ending at ``last``, up to the last stable offset when
+        ``bounded``.  After 2^63-1 (Long.MAX_VALUE) it stays there: Java's long would wrap."""
+        if bounded and last >= limit:
+            self._advance(limit)
+        else:
+            self._advance(last + 1 if last < INT64_MAX else INT64_MAX)
+
     cdef inline void _advance(self, int64_t offset) noexcept nogil:
         if not self._has_next or offset > self._next:
             self._next = offset
@@ -1431,7 +1449,7 @@ cdef class ReadCommittedFilter:
         return self._next if self._has_next else INT64_MIN
 
     cdef int _run_columns(self, const uint8_t *buf, Py_ssize_t *ppos, Py_ssize_t end, _Columns cols,
-                          int64_t limit, Py_ssize_t *consumed) except -1 nogil:
+                          int64_t limit, bint bounded, Py_ssize_t *consumed) except -1 nogil:
         """The common case of :meth:`_run` for Arrow output, with no GIL: complete, uncompressed v2 batches,
         with read_committed's bookkeeping (aborted transactions reached, markers read, aborted batches
         skipped) done here too.  Stops and returns 2 at the first entry that needs the full path (legacy,
@@ -1457,11 +1475,11 @@ cdef class ReadCommittedFilter:
             read_header(buf + pos, &h)
             if (h.attributes & COMPRESSION_CODEC_MASK) or h.records_count < 0:
                 return 2
-            last = h.base_offset + h.last_offset_delta
+            last = _wadd(h.base_offset, h.last_offset_delta)
             if self._verify and kx_crc32c(0, buf + pos + ATTRIBUTES_OFFSET,
                                           <size_t>(size - ATTRIBUTES_OFFSET)) != h.crc:
                 return 2  # the full path raises CrcMismatchError
-            if h.base_offset >= limit:
+            if bounded and h.base_offset >= limit:
                 return 1
             skip = False
             if self._committed and h.producer_id >= 0:  # (as in _run_batches)
@@ -1482,10 +1500,10 @@ cdef class ReadCommittedFilter:
                         return 2  # a new window of the caller's buffer (taken with the GIL)
                     cols.cur_index = cols.src_index
                     cols.cur_base = cols.src_base
-                decode_v2_columns(buf, pos + RECORD_BATCH_OVERHEAD, pos + size, 0, &h, cols, self._floor(), limit,
-                                  buf + end)
-            self._advance(min(last + 1, limit))
-            if last >= limit:
+                decode_v2_columns(buf, pos + RECORD_BATCH_OVERHEAD, pos + size, 0, &h, cols, self._floor(),
+                                  _last_visible(limit, bounded), buf + end)
+            self._advance_past(last, limit, bounded)
+            if bounded and last >= limit:
                 return 1  # straddles the last stable offset: keep it pending
             pos += size
             ppos[0] = pos
@@ -1519,36 +1537,37 @@ cdef class ReadCommittedFilter:
         cdef Py_ssize_t pos = 0
         cdef Py_ssize_t size
         cdef Header h
-        cdef int64_t limit = INT64_MAX
+        cdef int64_t limit = INT64_MAX  # the last stable offset (exclusive), when ``bounded``
+        cdef bint bounded = self._committed and self.last_stable_offset is not None
         cdef int64_t last
         cdef RecordBatch legacy
         cdef int ctype
         cdef bint aborted
         cdef int rc
-        if self._committed and self.last_stable_offset is not None:
+        if bounded:
             limit = self.last_stable_offset
         while True:
             if cols is not None:
                 if end - pos >= NOGIL_THRESHOLD:
                     with nogil:
-                        rc = self._run_columns(buf, &pos, end, cols, limit, consumed)
+                        rc = self._run_columns(buf, &pos, end, cols, limit, bounded, consumed)
                 else:
-                    rc = self._run_columns(buf, &pos, end, cols, limit, consumed)
+                    rc = self._run_columns(buf, &pos, end, cols, limit, bounded, consumed)
                 if rc != 2:
                     break
             if next_entry(buf, pos, end, &size):
                 break
             if <int8_t>buf[pos + MAGIC_OFFSET] < 2:
                 legacy = _make_batch(b, pos, size, self._max, self._verify)  # (CRCs checked there)
-                if legacy.h.base_offset >= limit:
+                if bounded and legacy.h.base_offset >= limit:
                     break
                 if cols is None:
-                    legacy._decode_into(out, self._floor(), limit)
+                    legacy._decode_into(out, self._floor(), _last_visible(limit, bounded))
                 else:
-                    _legacy_to_columns(legacy, cols, self._floor(), limit)
+                    _legacy_to_columns(legacy, cols, self._floor(), _last_visible(limit, bounded))
                 last = legacy._legacy_last_offset
-                self._advance(min(last + 1, limit))
-                if last >= limit:
+                self._advance_past(last, limit, bounded)
+                if bounded and last >= limit:
                     break  # straddles the last stable offset: keep it pending
                 pos += size
                 consumed[0] = pos
@@ -1557,9 +1576,9 @@ cdef class ReadCommittedFilter:
             check_v2_header(buf, pos, size, &h)
             if self._verify:
                 verify_v2_crc(buf, pos, size, &h)
-            if h.base_offset >= limit:
+            if bounded and h.base_offset >= limit:
                 break
-            last = h.base_offset + h.last_offset_delta
+            last = _wadd(h.base_offset, h.last_offset_delta)
             if self._committed and h.producer_id >= 0:
                 if self._reach(last):
                     raise MemoryError()
@@ -1573,13 +1592,23 @@ cdef class ReadCommittedFilter:
                 elif (h.attributes & TRANSACTIONAL_FLAG_MASK) and kx_pidset_has(&self._aborted_pids, h.producer_id):
                     aborted = True  # an aborted batch: none of its records, but the LSO rule below holds
             if not aborted and not (h.attributes & CONTROL_FLAG_MASK):
-                decode_v2_batch(buf, pos, size, &h, out, cols, self._floor(), limit, self._max, ahead)
-            self._advance(min(last + 1, limit))
-            if last >= limit:
+                decode_v2_batch(buf, pos, size, &h, out, cols, self._floor(), _last_visible(limit, bounded),
+                                self._max, ahead)
+            self._advance_past(last, limit, bounded)
+            if bounded and last >= limit:
                 break  # straddles the last stable offset: keep it pending
             pos += size
             consumed[0] = pos
         return 0
+
+
+cdef inline int64_t _last_visible(int64_t limit, bint bounded) noexcept nogil:
+    """The last offset a read may return: the one below the last stable offset ``limit`` when ``bounded``,
+    else 2^63-1 (a record there is returned, as Kafka's consumer does).  (A bound of -2^63 stops a read
+    before any batch, so what this returns for it is never used.)"""
+    if not bounded:
+        return INT64_MAX
+    return limit - 1 if limit != INT64_MIN else INT64_MIN
 
 
 cdef inline Py_ssize_t _complete_entry(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end) noexcept:
@@ -1916,14 +1945,14 @@ def decode_arrow(data, *, isolation="read_uncommitted", aborted_transactions=Non
     return f.feed_arrow(data, columns=columns, large_binary=large_binary, binary_view=binary_view)
 
 
-cdef int _legacy_to_columns(RecordBatch b, _Columns cols, int64_t fetch_offset, int64_t limit) except -1:
+cdef int _legacy_to_columns(RecordBatch b, _Columns cols, int64_t fetch_offset, int64_t last_visible) except -1:
     cdef Record r
     cdef int8_t ts_type = -1 if b.h.magic == 0 else (1 if b.h.attributes & TIMESTAMP_TYPE_MASK else 0)
     cdef const uint8_t *kp
     cdef const uint8_t *vp
     cdef bytes kv
     for r in b._legacy_records:
-        if not (fetch_offset <= r.offset < limit):
+        if not (fetch_offset <= r.offset <= last_visible):
             continue
         kp = <const uint8_t *>PyBytes_AS_STRING(r.key) if r.key is not None else NULL
         vp = <const uint8_t *>PyBytes_AS_STRING(r.value) if r.value is not None else NULL
@@ -2434,7 +2463,7 @@ cdef int _scan_entry(const uint8_t *p, Py_ssize_t left, Py_ssize_t avail, bint v
         if verify and kx_crc32c(0, p + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET)) != h.crc:
             return SCAN_CRC
         c.base_offset[i] = h.base_offset
-        c.last_offset[i] = h.base_offset + h.last_offset_delta
+        c.last_offset[i] = _wadd(h.base_offset, h.last_offset_delta)
         c.producer_id[i] = h.producer_id
         c.max_timestamp[i] = h.max_timestamp
         c.base_sequence[i] = h.base_sequence
@@ -2938,7 +2967,7 @@ cdef Py_ssize_t _encode_sizes(_EncodeCols *c, Py_ssize_t n, Py_ssize_t rpb, Py_s
                 hj += hm
             kn = _row_len(&c.kv, i) if c.has_key else -1
             vn = _row_len(&c.vv, i)
-            size = record_body_size(ts - first_ts, i - start, kn, vn, hn)
+            size = record_body_size(_wsub(ts, first_ts), i - start, kn, vn, hn)
             if size > INT32_MAX_:
                 bad[0] = i
                 return -3
@@ -2979,8 +3008,8 @@ cdef int64_t _encode_records(_EncodeCols *c, uint8_t *p, Py_ssize_t start, Py_ss
         vn = _row_len(&c.vv, i)
         kp = _row_ptr(&c.kv, i) if kn >= 0 else NULL
         vp = _row_ptr(&c.vv, i) if vn >= 0 else NULL
-        body = record_body_size(ts - first_ts, i - start, kn, vn, hn)
-        p += write_record_kv(p, body, ts - first_ts, i - start, kp, kn, vp, vn)
+        body = record_body_size(_wsub(ts, first_ts), i - start, kn, vn, hn)
+        p += write_record_kv(p, body, _wsub(ts, first_ts), i - start, kp, kn, vp, vn)
         if hm:
             p = _write_headers(p, c, hj, hm)
             hj += hm

@@ -18,9 +18,11 @@ from ._common import (
     RecordList,
     arrow_schema,
     encode_table,
+    INT64_MAX,
     as_bytes,
     as_headers,
     check_builder_args,
+    i64,
     isolation_flag,
     new_aborted_pairs,
     timestamp_type_bits,
@@ -76,6 +78,7 @@ __all__ = [
 ]
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header
+_I64_MIN, _I64_MAX = -(1 << 63), INT64_MAX
 _BE_I32 = struct.Struct(">i")
 _BE_I16 = struct.Struct(">h")
 
@@ -326,9 +329,16 @@ def _decode_v2_records(buf, pos, end, base, batch, out, fetch_offset, limit_offs
                 boff,
             )
         offset = base_offset + off_delta
+        if not _I64_MIN <= offset <= _I64_MAX:
+            offset = i64(offset)  # Java long arithmetic (DefaultRecord.readFrom)
         if offset < fetch_offset or offset >= limit_offset:
             continue
-        ts = max_ts if log_append else base_ts + ts_delta
+        if log_append:
+            ts = max_ts
+        else:
+            ts = base_ts + ts_delta
+            if not _I64_MIN <= ts <= _I64_MAX:
+                ts = i64(ts)
         seq = increment_sequence(base_seq, off_delta) if base_seq >= 0 else -1
         out.append(Record(offset, ts, key, value, headers, seq))
     if pos != end:
@@ -439,7 +449,7 @@ class RecordBatch:
     def last_offset(self) -> int:
         if self.magic < 2:
             return self._legacy_last_offset
-        return self.base_offset + self.last_offset_delta
+        return i64(self.base_offset + self.last_offset_delta)  # (Java long arithmetic, as lastOffset())
 
     @property
     def next_offset(self) -> int:
@@ -797,7 +807,7 @@ class ReadCommittedFilter:
                 if batch.first_control_type() == 0 and (self._done is None or last >= self._done):
                     self._aborted_pids.discard(batch.producer_id)
             elif batch.is_transactional and batch.producer_id in self._aborted_pids:
-                self._advance(min(last + 1, limit))
+                self._advance(min(last + 1, limit, INT64_MAX))
                 return
         if not batch.is_control:  # control records are never returned
             if pairs is None:
@@ -806,7 +816,9 @@ class ReadCommittedFilter:
                 recs = []
                 batch._decode_into(recs, floor, limit, ahead)
                 pairs.extend((r, batch) for r in recs)
-        self._advance(min(last + 1, limit))
+        # (after a batch ending at 2^63-1, Long.MAX_VALUE, the next offset stays there: past it Java's long
+        # wraps, and the compiled codec keeps offsets in int64)
+        self._advance(min(last + 1, limit, INT64_MAX))
 
     def _advance(self, offset):
         if self.next_offset is None or offset > self.next_offset:
@@ -1195,7 +1207,7 @@ def _scan_entries(window, end: int, crc_view, whole, verify_control: bool) -> di
             if crc_view is not None and crc32c(memoryview(crc_view)[pos + 21 : pos + total]) != crc:
                 RecordBatch(crc_view, pos, total, DEFAULT_MAX_DECOMPRESSED_SIZE, True)  # (raises CrcMismatchError)
             ctype = _control_type(whole, pos, total, attrs, count, crc, verify_control)
-            row = (pos, boff, boff + lod, pid, maxts, bseq, count, total, epoch, attrs, magic, ctype)
+            row = (pos, boff, i64(boff + lod), pid, maxts, bseq, count, total, epoch, attrs, magic, ctype)
         else:
             (boff,) = struct.unpack_from(">q", buf, at)
             maxts = struct.unpack_from(">q", buf, at + 18)[0] if magic == 1 and total >= 26 else -1

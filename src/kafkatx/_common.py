@@ -8,6 +8,9 @@ import operator
 from ._consts import INT32_MAX, TIMESTAMP_TYPE_MASK
 from .errors import InvalidAppendError
 
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+
 TIMESTAMP_TYPE_BITS = {"create_time": 0, "log_append_time": TIMESTAMP_TYPE_MASK}
 
 

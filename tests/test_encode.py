@@ -394,3 +394,34 @@ def test_backends_build_identical_golden_specs():
     for p in GOLDEN_SPECS:
         spec_batch = p.values[2]
         assert _spec.build_spec_batch(cy, spec_batch) == _spec.build_spec_batch(py, spec_batch), p.id
+
+
+# ------------------------------------------------------------------------ argument handling parity
+LEVELS_OK = [("gzip", 1), ("gzip", 9), ("gzip", -1), ("lz4", 1), ("lz4", 17), ("zstd", -131072), ("zstd", 22),
+             ("zstd", 0), ("snappy", 5), ("none", 3)]  # fmt: skip
+LEVELS_OUT_OF_RANGE = [("gzip", 0), ("gzip", 10), ("gzip", -2), ("lz4", 0), ("lz4", 18), ("lz4", -1),
+                       ("zstd", -131073), ("zstd", 23)]  # fmt: skip
+
+
+@pytest.mark.parametrize("compression, level", LEVELS_OUT_OF_RANGE)
+def test_compression_level_out_of_range_is_refused_by_the_constructor(codec, compression, level):
+    """KIP-390's ranges are checked when the builder is made (not by build(), with a builtin ValueError)."""
+    with pytest.raises(InvalidAppendError, match=f"{compression} compression level") as ei:
+        codec.BatchBuilder(compression=compression, compression_level=level)
+    assert type(ei.value) is InvalidAppendError
+
+
+@pytest.mark.parametrize("level", ["9", 9.0, True, b"1"])
+def test_compression_level_of_another_type_is_a_type_error(codec, level):
+    for compression in ("gzip", "zstd", "snappy", "none"):
+        with pytest.raises(TypeError, match="compression_level"):
+            codec.BatchBuilder(compression=compression, compression_level=level)
+
+
+@pytest.mark.parametrize("compression, level", LEVELS_OK)
+def test_compression_levels_in_range_build(codec, compression, level):
+    b = codec.BatchBuilder(compression=compression, compression_level=level)
+    b.append(b"v" * 100, timestamp=1)
+    assert [r.value for r in codec.decode_records(b.build())] == [b"v" * 100]
+
+

@@ -2138,7 +2138,7 @@ cdef class BatchBuilder:
         self._ts_type = bits if bits is not None else timestamp_type_bits(timestamp_type)
         cid = _name_lookup(_CODEC_IDS, compression)
         self._cid = cid if cid is not None else _compression.codec_id(compression)
-        self._level = compression_level
+        self._level = None if compression_level is None else _compression.check_level(self._cid, compression_level)
         self.base_offset = base_offset
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
@@ -2819,6 +2819,8 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
     kv.offsets64 = NULL
     kv.data = NULL
     kv.shift = 0
+    cid = _compression.codec_id(compression)
+    _compression.check_level(cid, compression_level)
     table, tcol, hcol = encode_table(table, records_per_batch, header_rows=False)
     names = set(table.column_names)
     n = table.num_rows

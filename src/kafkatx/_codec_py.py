@@ -963,7 +963,7 @@ class BatchBuilder:
         )  # fmt: skip
         ts_bits = timestamp_type_bits(timestamp_type)
         self._cid = _compression.codec_id(compression)
-        self._level = compression_level
+        self._level = _compression.check_level(self._cid, compression_level)
         self.base_offset = base_offset
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
@@ -1267,6 +1267,7 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
     """Encode the rows of a ``pyarrow.Table``/``RecordBatch`` as consecutive v2 record batches."""
     import pyarrow as pa
 
+    _compression.check_level(_compression.codec_id(compression), compression_level)
     table, tcol, header_rows = encode_table(table, records_per_batch)
     names = set(table.column_names)
     check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,

@@ -37,9 +37,9 @@ import threading
 import zlib
 
 from ._consts import COMPRESSION_IDS, COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
-from .errors import DecompressedSizeError, DecompressionError, UnsupportedCompressionError
+from .errors import DecompressedSizeError, DecompressionError, InvalidAppendError, UnsupportedCompressionError
 
-__all__ = ["compress", "decompress", "codec_id", "codec_name", "DEFAULT_MAX_DECOMPRESSED_SIZE"]
+__all__ = ["compress", "decompress", "codec_id", "codec_name", "check_level", "DEFAULT_MAX_DECOMPRESSED_SIZE"]
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
 
@@ -69,6 +69,27 @@ def codec_id(name: str | int | None) -> int:
         raise UnsupportedCompressionError(
             f"unknown compression {name!r}; expected one of {', '.join(COMPRESSION_NAMES)}"
         ) from None
+
+
+# KIP-390 compression levels (GzipCompression, Lz4Compression, ZstdCompression): (lowest, highest, and the
+# words of the error); gzip also takes -1, Deflater.DEFAULT_COMPRESSION.  snappy and none have no level.
+_LEVELS = {GZIP: (1, 9, "1..9 (or -1, the default)"), LZ4: (1, 17, "1..17"), ZSTD: (-131072, 22, "-131072..22")}
+
+
+def check_level(cid: int, level):
+    """``level`` if it is a valid compression level for codec ``cid`` (None: the codec's default).
+
+    A level that is not an integer is a TypeError; one outside the codec's range (KIP-390) an
+    InvalidAppendError (a ValueError).  Codecs without levels (none, snappy) ignore any integer.
+    """
+    if level is None:
+        return None
+    if not isinstance(level, int) or isinstance(level, bool):
+        raise TypeError(f"compression_level must be an integer or None, got {type(level).__name__}")
+    bounds = _LEVELS.get(cid)
+    if bounds is not None and not (bounds[0] <= level <= bounds[1] or (cid == GZIP and level == -1)):
+        raise InvalidAppendError(f"{COMPRESSION_NAMES[cid]} compression level must be {bounds[2]}, got {level}")
+    return level
 
 
 def codec_name(cid: int) -> str:
@@ -133,9 +154,7 @@ def _gunzip(data, max_size: int) -> bytes:
 
 
 def _gzip(data, level: int | None) -> bytes:
-    lvl = -1 if level is None else level
-    if not (lvl == -1 or 1 <= lvl <= 9):
-        raise ValueError(f"gzip compression level must be 1..9, got {level}")
+    lvl = -1 if level is None else check_level(GZIP, level)
     # the 10-byte header java.util.zip.GZIPOutputStream writes: no flags, mtime 0, XFL 0, OS 255
     data = _contiguous(data)
     c = zlib.compressobj(lvl, zlib.DEFLATED, -15)
@@ -435,8 +454,7 @@ def _unlz4_limited(src, max_size: int) -> bytes:
 
 def _lz4(data, level: int | None) -> bytes:
     frame = _import("lz4.frame", "lz4")
-    if level is not None and not 1 <= level <= 17:
-        raise ValueError(f"lz4 compression level must be 1..17, got {level}")
+    check_level(LZ4, level)
     # Kafka: level 9 (the default) uses the fast compressor, other levels the high-compression one
     lvl = 0 if level in (None, 9) else min(level, 16)
     return frame.compress(
@@ -617,9 +635,7 @@ def _unzstd_streaming(mv, frames, max_size: int) -> bytes:
 
 def _zstd(data, level: int | None) -> bytes:
     zstd = _import("zstandard", "zstd")
-    lvl = 3 if level is None else level
-    if not -131072 <= lvl <= 22:
-        raise ValueError(f"zstd compression level must be -131072..22, got {level}")
+    lvl = 3 if level is None else check_level(ZSTD, level)
     return _zstd_compressor(zstd, lvl).compress(_contiguous(data))
 
 

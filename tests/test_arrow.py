@@ -703,6 +703,37 @@ def test_encode_arrow_bad_arguments(encoder):
         encoder.encode_arrow({"value": [b"x"]})
 
 
+def test_encode_arrow_checks_its_arguments_first(encoder):
+    """Compression level (KIP-390 range: InvalidAppendError; not an integer: TypeError) and the default
+    timestamp (int64: OverflowError; not an integer: TypeError) are refused before anything is encoded, the
+    same way on both backends, even with a table that is itself wrong."""
+    t = pa.table({"value": [b"x" * 100]})
+    for compression, level in (("gzip", 0), ("gzip", 10), ("lz4", 18), ("zstd", 23)):
+        with pytest.raises(InvalidAppendError, match="compression level"):
+            encoder.encode_arrow(t, compression=compression, compression_level=level)
+        with pytest.raises(InvalidAppendError, match="compression level"):
+            encoder.encode_arrow(pa.table({"nope": [1]}), compression=compression, compression_level=level)
+    with pytest.raises(TypeError, match="compression_level"):
+        encoder.encode_arrow(t, compression="gzip", compression_level="9")
+    with pytest.raises(OverflowError, match="timestamp"):
+        encoder.encode_arrow(t, timestamp=1 << 63)
+    with pytest.raises(TypeError, match="timestamp"):
+        encoder.encode_arrow(t, timestamp="5")
+    data = encoder.encode_arrow(t, compression="gzip", compression_level=9, timestamp=5)
+    assert [(r.value, r.timestamp) for r in encoder.decode_records(data)] == [(b"x" * 100, 5)]
+
+
+def test_encode_arrow_offsets_end_at_long_max_value(encoder):
+    top = (1 << 63) - 1
+    two = pa.table({"value": [b"a", b"b"]})
+    with pytest.raises(InvalidAppendError, match=f"following previous offset {top}"):
+        encoder.encode_arrow(two, base_offset=top)
+    with pytest.raises(InvalidAppendError, match=f"following previous offset {top}"):
+        encoder.encode_arrow(two, base_offset=top, records_per_batch=1)
+    data = encoder.encode_arrow(two, base_offset=top - 1, records_per_batch=1, timestamp=1)
+    assert [r.offset for r in encoder.decode_records(data)] == [top - 1, top]
+
+
 # -------------------------------------------------------------------------------------------- pandas
 @pytest.mark.parametrize("name", ["segment_mixed", "no_timestamp_none", "legacy_v0_none", "many_snappy"])
 def test_to_pandas_equals_decode_records(arrow, codec, name):

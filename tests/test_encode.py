@@ -425,3 +425,127 @@ def test_compression_levels_in_range_build(codec, compression, level):
     assert [r.value for r in codec.decode_records(b.build())] == [b"v" * 100]
 
 
+def test_offset_after_long_max_value_is_refused(codec):
+    """MemoryRecordsBuilder: the offset after Long.MAX_VALUE wraps, and 'Illegal offset ... following previous
+    offset' is thrown; neither backend may wrap it (nor go past int64)."""
+    top = (1 << 63) - 1
+    b = codec.BatchBuilder(base_offset=top)
+    assert b.append(b"a", timestamp=0) == top
+    with pytest.raises(InvalidAppendError, match=f"illegal offset -{1 << 63} following previous offset {top}"):
+        b.append(b"b", timestamp=0)
+    assert b.last_offset == top and b.records_count == 1
+    b = codec.BatchBuilder(base_offset=top - 1)
+    assert b.append(b"a", timestamp=0, offset=top) == top
+    with pytest.raises(InvalidAppendError):
+        b.append(b"b", timestamp=0)
+    (batch,) = codec.iter_batches(b.build())
+    assert batch.last_offset == top and [r.offset for r in batch] == [top]
+
+
+@pytest.mark.parametrize("field", ["timestamp", "offset"])
+def test_int64_arguments_follow_one_rule(codec, field):
+    """Outside int64: OverflowError on both backends; not an integer (a str, a float): TypeError."""
+    b = codec.BatchBuilder(base_offset=0)
+    for bad, exc in ((1 << 63, OverflowError), (-(1 << 63) - 1, OverflowError), (1 << 70, OverflowError),
+                     ("5", TypeError), (1.0, TypeError), (b"5", TypeError)):  # fmt: skip
+        with pytest.raises(exc, match=field):
+            b.append(b"v", **{field: bad, **({} if field == "timestamp" else {"timestamp": 1})})
+    # integers of other types (bool, IntEnum, numpy) are integers
+    import numpy as np
+
+    kw = {"timestamp": 1} if field == "offset" else {}
+    assert b.append(b"v", **{field: np.int64(7)}, **kw) == (0 if field == "timestamp" else 7)
+    assert b.append(b"v", **{field: _Small.ONE + 8}, **kw) == (1 if field == "timestamp" else 9)
+    assert b.records_count == 2
+
+
+def test_log_append_time_follows_the_int64_rule(codec):
+    with pytest.raises(OverflowError, match="log_append_time"):
+        codec.BatchBuilder(timestamp_type="log_append_time", log_append_time=1 << 63)
+    with pytest.raises(TypeError, match="log_append_time"):
+        codec.BatchBuilder(timestamp_type="log_append_time", log_append_time="5")
+    b = codec.BatchBuilder(timestamp_type="log_append_time", log_append_time=5)
+    b.append(b"v", timestamp=1)
+    assert next(iter(codec.iter_batches(b.build()))).max_timestamp == 5
+
+
+def test_timestamp_deltas_wrap_as_java_longs():
+    """A timestamp delta past int64 wraps (Java long arithmetic, as MemoryRecordsBuilder writes it): both
+    backends write the same bytes, and both read back the timestamps written."""
+    top = (1 << 63) - 1
+    outs = []
+    for backend in ("cython", "python"):
+        codec = load_backend(backend)
+        b = codec.BatchBuilder()
+        b.append(b"a", timestamp=-1)
+        b.append(b"b", timestamp=top)
+        outs.append(b.build())
+    assert outs[0] == outs[1]
+    for backend in ("cython", "python"):
+        codec = load_backend(backend)
+        assert [r.timestamp for r in codec.decode_records(outs[0])] == [-1, top]
+        (batch,) = codec.iter_batches(outs[0])
+        assert (batch.base_timestamp, batch.max_timestamp) == (-1, top)
+
+
+@pytest.mark.parametrize("where", ["value", "key", "header value", "header key"])
+def test_non_contiguous_buffers_are_refused_clearly(codec, where):
+    strided = memoryview(b"abcdef")[::2]
+    kw = {"value": b"v", "timestamp": 1}
+    if where == "value":
+        kw["value"] = strided
+    elif where == "key":
+        kw["key"] = strided
+    elif where == "header value":
+        kw["headers"] = [("h", strided)]
+    else:
+        kw["headers"] = [(strided, b"x")]
+    b = codec.BatchBuilder()
+    with pytest.raises(InvalidAppendError, match=f"{where} must be a C-contiguous buffer"):
+        b.append(kw.pop("value"), **kw)
+    assert b.records_count == 0
+    b.append(bytes(strided), timestamp=1)  # the copy is taken
+    assert codec.decode_records(b.build())[0].value == b"ace"
+
+
+def test_builder_fields_are_read_only(codec):
+    b = codec.BatchBuilder(base_offset=3, producer_id=1, producer_epoch=0, base_sequence=0)
+    for name, value in (("base_offset", 100), ("producer_id", -7), ("producer_epoch", 1), ("base_sequence", 5),
+                        ("transactional", True), ("partition_leader_epoch", 2), ("log_append_time", 5),
+                        ("delete_horizon_ms", 5), ("records_count", 5), ("last_offset", 9)):  # fmt: skip
+        with pytest.raises(AttributeError):
+            setattr(b, name, value)
+    with pytest.raises(AttributeError):
+        b.anything = 1
+    b.append(b"v", timestamp=1)
+    (batch,) = codec.iter_batches(b.build())
+    assert (batch.base_offset, batch.producer_id, batch.is_transactional) == (3, 1, False)
+
+
+def test_append_after_build_is_refused(codec):
+    """MemoryRecordsBuilder refuses appends once closed; build() closes ours (and may be called again)."""
+    for compression in ("none", "gzip"):
+        b = codec.BatchBuilder(compression=compression)
+        b.append(b"a", timestamp=1)
+        first = b.build()
+        with pytest.raises(InvalidAppendError, match="built"):
+            b.append(b"b", timestamp=2)
+        assert b.records_count == 1
+        assert b.build() == first
+        assert [(r.offset, r.value) for r in codec.decode_records(b.build())] == [(0, b"a")]
+    empty = codec.BatchBuilder()
+    assert empty.build() == b""
+    with pytest.raises(InvalidAppendError, match="built"):
+        empty.append(b"a", timestamp=1)
+
+
+def test_header_key_that_utf8_cannot_encode_is_an_invalid_append(codec):
+    b = codec.BatchBuilder()
+    with pytest.raises(InvalidAppendError, match="header key") as ei:
+        b.append(b"v", timestamp=1, headers=[("ok", b"1"), ("\ud800", b"x")])
+    assert not isinstance(ei.value, UnicodeError)
+    assert b.records_count == 0
+    # a surrogate escape (what decoding makes of a key that is not UTF-8) is written back as its byte
+    b.append(b"v", timestamp=1, headers=[("k\udcff", b"x")])
+    (r,) = codec.decode_records(b.build())
+    assert r.headers == (("k\udcff", b"x"),)

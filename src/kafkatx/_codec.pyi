@@ -157,6 +157,15 @@ def decode_arrow(
 ) -> Any: ...
 
 class BatchBuilder:
+    """Builds one v2 record batch, byte for byte as Kafka's ``MemoryRecordsBuilder`` does.
+
+    Its fields are read-only.  Every argument is checked as it is given, the same way on both backends:
+    the constructor raises InvalidAppendError for a header field out of Kafka's rules and for a
+    ``compression_level`` outside the codec's KIP-390 range (gzip 1..9 or -1, lz4 1..17, zstd
+    -131072..22; none and snappy ignore it), TypeError for a level that is not an integer, and for
+    ``log_append_time`` the int64 rule of :meth:`append`'s timestamp.
+    """
+
     base_offset: int
     producer_id: int
     producer_epoch: int
@@ -191,8 +200,36 @@ class BatchBuilder:
         timestamp: int | None = None,
         headers: Iterable[tuple[str | bytes, _Buffer | None]] = (),
         offset: int | None = None,
-    ) -> int: ...
-    def build(self) -> bytes: ...
+    ) -> int:
+        """Append one record; returns its offset (the next one, or ``offset``).
+
+        ``timestamp`` and ``offset`` are integers (anything with ``__index__``: a float or a str is a
+        TypeError) in int64 (else OverflowError).  InvalidAppendError for what MemoryRecordsBuilder refuses:
+        an offset not above the previous one (also the one after 2^63-1, which Java's long wraps), a
+        negative timestamp other than -1, a builder already built; and for a key, value or header that is
+        not a C-contiguous buffer (or None), or a header key that UTF-8 cannot encode.  The timestamp delta
+        is written in Java long arithmetic (it wraps).  A refused append leaves the builder as it was."""
+    def build(self) -> bytes:
+        """The batch (``b""`` if nothing was appended).  It closes the builder, as MemoryRecordsBuilder's
+        close(): append() afterwards raises InvalidAppendError; build() again returns the same bytes."""
+
+def encode_arrow(
+    table: Any,
+    *,
+    records_per_batch: int = 1000,
+    base_offset: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    compression: str | int = "none",
+    compression_level: int | None = None,
+    timestamp_type: Literal["create_time", "log_append_time"] = "create_time",
+    partition_leader_epoch: int = -1,
+    timestamp: int | None = None,
+) -> bytes:
+    """The rows of a pyarrow Table/RecordBatch as consecutive v2 batches.  The arguments are checked first,
+    as BatchBuilder checks them (``timestamp`` as append's); the rows' offsets must end by 2^63-1."""
 
 def scan_batches(data: _Buffer, *, verify_crc: bool = False, verify_control: bool = False) -> dict[str, array | int]: ...
 def scan_batches_fd(fd: int, start: int, end: int, *, verify_control: bool = False) -> dict[str, array | int]: ...

@@ -27,8 +27,9 @@ import time
 
 from . import _control, _legacy
 from . import compression as _compression
-from ._common import (ARROW_COLUMNS, TIMESTAMP_TYPE_BITS, RecordList, arrow_schema, check_builder_args, column_names,
-                      encode_table, isolation_flag, new_aborted_pairs, one_array, timestamp_type_bits)
+from ._common import (ARROW_COLUMNS, TIMESTAMP_TYPE_BITS, RecordList, arrow_schema, bytes_error, check_builder_args,
+                      check_offsets_fit, column_names, encode_table, header_key_bytes, i64, int64_arg, isolation_flag,
+                      new_aborted_pairs, one_array, timestamp_type_bits)
 from ._common import as_bytes as _as_bytes, as_headers as _as_headers
 from ._consts import COMPRESSION_IDS, COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import (
@@ -1980,7 +1981,7 @@ cdef inline int _get_bytes(object obj, const char **ptr, Py_ssize_t *n, Py_buffe
     try:
         PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
     except (TypeError, BufferError):
-        raise InvalidAppendError(f"{what} must be bytes-like or None, got {type(obj).__name__}") from None
+        raise bytes_error(obj, what) from None  # (not a buffer, or not a C-contiguous one)
     ptr[0] = <const char *>view.buf
     n[0] = view.len
     return 1
@@ -2081,6 +2082,21 @@ cdef inline bint _int_in(object v, int64_t lo, int64_t hi, int64_t *out) noexcep
     return overflow == 0 and lo <= out[0] <= hi
 
 
+cdef int64_t _i64_arg(object v, str what) except? -1:
+    """An int64 argument (timestamp, offset) other than a plain int in range (which append converts itself):
+    ``int64_arg``'s rules (TypeError unless an integer, OverflowError outside int64), as the twin has them."""
+    return int64_arg(v, what)
+
+
+cdef int _append_refused(int why, int64_t last) except -1:
+    """The cold raise of BatchBuilder.append (kept out of the hot function): 0 built, 1 no offset after ``last``."""
+    if why == 0:
+        raise InvalidAppendError("this BatchBuilder is built: it takes no more appends (as Kafka's "
+                                 "MemoryRecordsBuilder after close()); start a new BatchBuilder for the next batch")
+    raise InvalidAppendError(f"illegal offset {i64(last + 1)} following previous offset {last} "
+                             "(offsets must increase monotonically)")
+
+
 cdef bint _builder_args_ok(object base_offset, object producer_id, object producer_epoch, object base_sequence,
                            object transactional, object leader_epoch, object delete_horizon_ms) noexcept:
     """True if ``check_builder_args`` would pass these, decided in C for the common case (plain ints in
@@ -2114,6 +2130,7 @@ cdef class BatchBuilder:
     cdef readonly object log_append_time
     cdef readonly object delete_horizon_ms
     cdef int _cid
+    cdef bint _built  # build() was called: no more appends (declared here, it takes padding, not size)
     cdef object _level
     cdef int _ts_type
     cdef int32_t _count
@@ -2145,10 +2162,13 @@ cdef class BatchBuilder:
         self.base_sequence = base_sequence
         self.transactional = bool(transactional)
         self.partition_leader_epoch = partition_leader_epoch
-        if self._ts_type and log_append_time is None:
+        if log_append_time is not None:
+            log_append_time = int64_arg(log_append_time, "log_append_time")
+        elif self._ts_type:
             log_append_time = int(time.time() * 1000)
         self.log_append_time = log_append_time
         self.delete_horizon_ms = delete_horizon_ms
+        self._built = False
         self._count = 0
         self._has_last = False
         self._max_ts = -1
@@ -2199,13 +2219,23 @@ cdef class BatchBuilder:
         cdef Py_ssize_t kn = -1, vn = -1, body, hn = 0
         cdef Py_buffer kview, vview
         cdef int kheld = 0, vheld = 0
+        cdef int overflow = 0
         cdef bytes hbytes = None
         if self._buf == NULL:
             raise InvalidAppendError("BatchBuilder was not initialised")
+        if self._built:
+            _append_refused(0, 0)
         if offset is None:
-            off = self._last_offset + 1 if self._has_last else self.base_offset
+            if not self._has_last:
+                off = self.base_offset
+            elif self._last_offset == INT64_MAX:  # Java's lastOffset + 1 wraps, and MemoryRecordsBuilder refuses it
+                _append_refused(1, self._last_offset)
+            else:
+                off = self._last_offset + 1
         else:
-            off = offset
+            off = PyLong_AsLongLongAndOverflow(offset, &overflow) if type(offset) is int else 0
+            if overflow or type(offset) is not int:
+                off = _i64_arg(offset, "offset")
             if self._has_last and off <= self._last_offset:
                 raise InvalidAppendError(f"illegal offset {off} following previous offset {self._last_offset} "
                                          "(offsets must increase monotonically)")
@@ -2217,7 +2247,9 @@ cdef class BatchBuilder:
         if timestamp is None:
             ts = <int64_t>(time.time() * 1000)
         else:
-            ts = timestamp
+            ts = PyLong_AsLongLongAndOverflow(timestamp, &overflow) if type(timestamp) is int else 0
+            if overflow or type(timestamp) is not int:
+                ts = _i64_arg(timestamp, "timestamp")
             if ts < 0 and ts != -1:
                 raise InvalidAppendError(f"invalid negative timestamp {ts}")
         if self._count == INT32_MAX_:
@@ -2230,7 +2262,7 @@ cdef class BatchBuilder:
                 kheld = _get_bytes(key, &kp, &kn, &kview, "key")
             if value is not None:
                 vheld = _get_bytes(value, &vp, &vn, &vview, "value")
-            ts_delta = ts - (self._first_ts if self._has_first_ts else ts)
+            ts_delta = _wsub(ts, self._first_ts) if self._has_first_ts else 0  # (Java long arithmetic)
             body = record_body_size(ts_delta, delta, kn, vn, hn)
             if body > INT32_MAX_:
                 raise InvalidAppendError("record larger than 2^31-1 bytes")
@@ -2254,12 +2286,16 @@ cdef class BatchBuilder:
         return off
 
     def build(self):
-        """The finished batch (empty bytes if nothing was appended, as Kafka returns an empty set)."""
+        """The finished batch (empty bytes if nothing was appended, as Kafka returns an empty set).
+
+        Like MemoryRecordsBuilder.close(), it ends the appends: append() afterwards raises
+        InvalidAppendError.  Building again returns the same bytes."""
         cdef bytes out
         cdef uint8_t *o
         cdef Py_ssize_t plen
         cdef object payload
         cdef int attributes
+        self._built = True
         if self._count == 0:
             return b""
         attributes = (self._cid | self._ts_type | (TRANSACTIONAL_FLAG_MASK if self.transactional else 0)
@@ -2324,17 +2360,17 @@ cdef bytes _encode_headers(object headers):
         if hk is None:
             raise InvalidAppendError("invalid null header key found in headers")
         if isinstance(hk, str):
-            hk = (<str>hk).encode("utf-8", "surrogateescape")
+            hk = header_key_bytes(hk)
         for part, what in ((hk, "header key"), (hv, "header value")):
             if part is None:
                 out.append(1)
                 continue
-            if isinstance(part, str):
-                raise InvalidAppendError(f"{what} must be bytes-like or None, not str (encode it first)")
             try:
                 mv = memoryview(part)
             except TypeError:
-                raise InvalidAppendError(f"{what} must be bytes-like or None, got {type(part).__name__}") from None
+                raise bytes_error(part, what) from None
+            if not mv.c_contiguous:
+                raise bytes_error(part, what)
             n = wr_varlong(tmp, mv.nbytes)
             out += (<char *>tmp)[:n]
             out += mv.cast("B") if mv.ndim != 1 or mv.itemsize != 1 else mv
@@ -2819,11 +2855,17 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
     kv.offsets64 = NULL
     kv.data = NULL
     kv.shift = 0
+    # the arguments first (as BatchBuilder checks them), then the table
+    check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
+                       partition_leader_epoch, None)
     cid = _compression.codec_id(compression)
     _compression.check_level(cid, compression_level)
+    attributes = cid | timestamp_type_bits(timestamp_type) | (TRANSACTIONAL_FLAG_MASK if transactional else 0)
+    default_ts = int(time.time() * 1000) if timestamp is None else int64_arg(timestamp, "timestamp")
     table, tcol, hcol = encode_table(table, records_per_batch, header_rows=False)
     names = set(table.column_names)
     n = table.num_rows
+    check_offsets_fit(base_offset, n)
     _binary_column(pa, table, "value", &vv, keep)
     has_key = "key" in names
     if has_key:
@@ -2851,11 +2893,6 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
         # (fields by index: pyarrow 14 looks them up by position; struct_field keeps null structs null)
         _binary_array(pa, pc.struct_field(flat, [flat.type.get_field_index("key")]), "headers", &c.hk, keep)
         _binary_array(pa, pc.struct_field(flat, [flat.type.get_field_index("value")]), "headers", &c.hv, keep)
-    default_ts = int(time.time() * 1000) if timestamp is None else timestamp
-    check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
-                       partition_leader_epoch, None)
-    cid = _compression.codec_id(compression)
-    attributes = cid | timestamp_type_bits(timestamp_type) | (TRANSACTIONAL_FLAG_MASK if transactional else 0)
     log_append_time = int(time.time() * 1000) if attributes & TIMESTAMP_TYPE_MASK else None
     c.has_key = has_key
     c.has_ts = has_ts

@@ -21,8 +21,12 @@ from ._common import (
     INT64_MAX,
     as_bytes,
     as_headers,
+    bytes_error,
     check_builder_args,
+    check_offsets_fit,
+    header_key_bytes,
     i64,
+    int64_arg,
     isolation_flag,
     new_aborted_pairs,
     timestamp_type_bits,
@@ -942,6 +946,10 @@ def _to_arrow(pairs, schema, large_binary, res):
 class BatchBuilder:
     """Builds one v2 record batch, byte for byte as Kafka's ``MemoryRecordsBuilder`` does."""
 
+    __slots__ = ("_base_offset", "_producer_id", "_producer_epoch", "_base_sequence", "_transactional",
+                 "_partition_leader_epoch", "_log_append_time", "_delete_horizon_ms", "_cid", "_level", "_ts_type",
+                 "_records", "_count", "_last_offset", "_first_ts", "_max_ts", "_built")  # fmt: skip
+
     def __init__(
         self,
         *,
@@ -964,24 +972,37 @@ class BatchBuilder:
         ts_bits = timestamp_type_bits(timestamp_type)
         self._cid = _compression.codec_id(compression)
         self._level = _compression.check_level(self._cid, compression_level)
-        self.base_offset = base_offset
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.base_sequence = base_sequence
-        self.transactional = bool(transactional)
-        self.partition_leader_epoch = partition_leader_epoch
+        self._base_offset = base_offset
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+        self._transactional = bool(transactional)
+        self._partition_leader_epoch = partition_leader_epoch
         self._ts_type = ts_bits
-        if self._ts_type and log_append_time is None:
+        if log_append_time is not None:
+            log_append_time = int64_arg(log_append_time, "log_append_time")
+        elif self._ts_type:
             log_append_time = int(time.time() * 1000)
-        self.log_append_time = log_append_time
-        self.delete_horizon_ms = delete_horizon_ms
+        self._log_append_time = log_append_time
+        self._delete_horizon_ms = delete_horizon_ms
         self._records = bytearray()
         self._count = 0
         self._last_offset = None
         self._first_ts = None
         self._max_ts = -1
+        self._built = False
         if delete_horizon_ms is not None:
             self._first_ts = delete_horizon_ms
+
+    # read-only, as the compiled builder's: the batch header is fixed once records are in it
+    base_offset = property(lambda self: self._base_offset)
+    producer_id = property(lambda self: self._producer_id)
+    producer_epoch = property(lambda self: self._producer_epoch)
+    base_sequence = property(lambda self: self._base_sequence)
+    transactional = property(lambda self: self._transactional)
+    partition_leader_epoch = property(lambda self: self._partition_leader_epoch)
+    log_append_time = property(lambda self: self._log_append_time)
+    delete_horizon_ms = property(lambda self: self._delete_horizon_ms)
 
     @property
     def records_count(self) -> int:
@@ -997,31 +1018,40 @@ class BatchBuilder:
 
     def append(self, value, key=None, *, timestamp=None, headers=(), offset=None) -> int:
         """Append one record; returns its offset."""
+        if self._built:
+            raise InvalidAppendError(_BUILT)
+        last = self._last_offset
         if offset is None:
-            offset = self.base_offset if self._last_offset is None else self._last_offset + 1
-        else:
-            offset = int(offset)
-            if self._last_offset is not None and offset <= self._last_offset:
+            if last is None:
+                offset = self._base_offset
+            elif last == INT64_MAX:  # Java's lastOffset + 1 wraps, and MemoryRecordsBuilder refuses it
                 raise InvalidAppendError(
-                    f"illegal offset {offset} following previous offset {self._last_offset} "
+                    f"illegal offset {i64(last + 1)} following previous offset {last} "
                     "(offsets must increase monotonically)"
                 )
-            if offset < self.base_offset:
-                raise InvalidAppendError(f"offset {offset} is below the batch base offset {self.base_offset}")
-        delta = offset - self.base_offset
+            else:
+                offset = last + 1
+        else:
+            offset = int64_arg(offset, "offset")
+            if last is not None and offset <= last:
+                raise InvalidAppendError(
+                    f"illegal offset {offset} following previous offset {last} (offsets must increase monotonically)"
+                )
+            if offset < self._base_offset:
+                raise InvalidAppendError(f"offset {offset} is below the batch base offset {self._base_offset}")
+        delta = offset - self._base_offset
         if delta > INT32_MAX:
             raise InvalidAppendError(f"offset {offset} is more than 2^31-1 past the base offset")
         if timestamp is None:
             timestamp = int(time.time() * 1000)
         else:
-            timestamp = int(timestamp)
+            timestamp = int64_arg(timestamp, "timestamp")
             if timestamp < 0 and timestamp != -1:
                 raise InvalidAppendError(f"invalid negative timestamp {timestamp}")
         if self._count == INT32_MAX:
             raise InvalidAppendError("a batch holds at most 2^31-1 records")
-        if self._first_ts is None:
-            self._first_ts = timestamp
-        ts_delta = timestamp - self._first_ts
+        first_ts = timestamp if self._first_ts is None else self._first_ts
+        ts_delta = i64(timestamp - first_ts)  # Java long arithmetic, as MemoryRecordsBuilder
         body = bytearray(b"\x00")
         _zigzag_varint(body, ts_delta)
         _zigzag_varint(body, delta)
@@ -1037,7 +1067,7 @@ class BatchBuilder:
             if hk is None:
                 raise InvalidAppendError("invalid null header key found in headers")
             if isinstance(hk, str):
-                hk = hk.encode("utf-8", "surrogateescape")
+                hk = header_key_bytes(hk)
             _append_bytes(body, hk, "header key")
             _append_bytes(body, hv, "header value")
         if len(body) > INT32_MAX:
@@ -1048,6 +1078,7 @@ class BatchBuilder:
         if len(rec) + RECORD_BATCH_OVERHEAD > INT32_MAX:
             del rec[len(rec) - len(body) - _varint_size(len(body)) :]
             raise InvalidAppendError("batch larger than 2^31-1 bytes")
+        self._first_ts = first_ts
         self._count += 1
         self._last_offset = offset
         if timestamp > self._max_ts:
@@ -1055,36 +1086,44 @@ class BatchBuilder:
         return offset
 
     def build(self) -> bytes:
-        """The finished batch (empty bytes if nothing was appended, as Kafka returns an empty set)."""
+        """The finished batch (empty bytes if nothing was appended, as Kafka returns an empty set).
+
+        Like MemoryRecordsBuilder.close(), it ends the appends: append() afterwards raises
+        InvalidAppendError.  Building again returns the same bytes."""
+        self._built = True
         if not self._count:
             return b""
         payload = self._records if self._cid == 0 else _compression.compress(self._cid, self._records, self._level)
         return _write_batch(
-            self.base_offset,
-            self.partition_leader_epoch,
-            self._cid | self._ts_type | (TRANSACTIONAL_FLAG_MASK if self.transactional else 0)
-            | (DELETE_HORIZON_FLAG_MASK if self.delete_horizon_ms is not None else 0),
-            self._last_offset - self.base_offset,
+            self._base_offset,
+            self._partition_leader_epoch,
+            self._cid | self._ts_type | (TRANSACTIONAL_FLAG_MASK if self._transactional else 0)
+            | (DELETE_HORIZON_FLAG_MASK if self._delete_horizon_ms is not None else 0),
+            self._last_offset - self._base_offset,
             self._first_ts,
-            self.log_append_time if self._ts_type else self._max_ts,
-            self.producer_id,
-            self.producer_epoch,
-            self.base_sequence,
+            self._log_append_time if self._ts_type else self._max_ts,
+            self._producer_id,
+            self._producer_epoch,
+            self._base_sequence,
             self._count,
             payload,
         )
+
+
+_BUILT = ("this BatchBuilder is built: it takes no more appends (as Kafka's MemoryRecordsBuilder after "
+          "close()); start a new BatchBuilder for the next batch")  # fmt: skip
 
 
 def _append_bytes(out: bytearray, data, what: str) -> None:
     if data is None:
         out.append(0x01)  # zigzag(-1)
         return
-    if isinstance(data, str):
-        raise InvalidAppendError(f"{what} must be bytes-like or None, not str (encode it first)")
     try:
         mv = memoryview(data)
     except TypeError:
-        raise InvalidAppendError(f"{what} must be bytes-like or None, got {type(data).__name__}") from None
+        raise bytes_error(data, what) from None
+    if not mv.c_contiguous:
+        raise bytes_error(data, what)
     n = mv.nbytes
     _zigzag_varint(out, n)
     out += mv.cast("B") if mv.ndim != 1 or mv.itemsize != 1 else mv
@@ -1267,11 +1306,13 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
     """Encode the rows of a ``pyarrow.Table``/``RecordBatch`` as consecutive v2 record batches."""
     import pyarrow as pa
 
-    _compression.check_level(_compression.codec_id(compression), compression_level)
-    table, tcol, header_rows = encode_table(table, records_per_batch)
-    names = set(table.column_names)
     check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
                        partition_leader_epoch, None)  # fmt: skip
+    timestamp_type_bits(timestamp_type)
+    _compression.check_level(_compression.codec_id(compression), compression_level)
+    default_ts = int(time.time() * 1000) if timestamp is None else int64_arg(timestamp, "timestamp")
+    table, tcol, header_rows = encode_table(table, records_per_batch)
+    names = set(table.column_names)
 
     def column(name):
         col = table.column(name)
@@ -1284,9 +1325,9 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
         return col.to_pylist()
 
     n = table.num_rows
+    check_offsets_fit(base_offset, n)
     values = column("value")
     keys = column("key") if "key" in names else [None] * n
-    default_ts = int(time.time() * 1000) if timestamp is None else timestamp
     stamps = [-1 if v is None else v for v in tcol.to_pylist()] if tcol is not None else [default_ts] * n
     headers = [hs or () for hs in header_rows] if header_rows is not None else [()] * n
     for i, ts in enumerate(stamps):

@@ -78,6 +78,53 @@ def i64(x: int) -> int:
     return x - 0x10000000000000000 if x & 0x8000000000000000 else x
 
 
+def int64_arg(value, what: str) -> int:
+    """An int64 argument (a timestamp, an offset): anything with ``__index__`` (int, bool, numpy integers),
+    else a TypeError (a float or a str is not silently truncated or parsed); OverflowError outside int64."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, got {type(value).__name__}") from None
+    if not INT64_MIN <= v <= INT64_MAX:
+        raise OverflowError(f"{what} {v} does not fit a signed 64-bit integer")
+    return v
+
+
+def check_offsets_fit(base_offset: int, rows: int) -> None:
+    """encode_arrow's rows numbered from ``base_offset`` must end by 2^63-1 (MemoryRecordsBuilder refuses the
+    offset after Long.MAX_VALUE, which Java's long arithmetic wraps)."""
+    if rows and base_offset > INT64_MAX - (rows - 1):
+        last = INT64_MAX
+        raise InvalidAppendError(
+            f"illegal offset {i64(last + 1)} following previous offset {last} (offsets must increase "
+            f"monotonically): {rows} rows from base_offset {base_offset} run past 2^63-1"
+        )
+
+
+def bytes_error(data, what: str) -> InvalidAppendError:
+    """The error for a record field ``data`` that BatchBuilder cannot take as bytes."""
+    if isinstance(data, str):
+        return InvalidAppendError(f"{what} must be bytes-like or None, not str (encode it first)")
+    try:
+        with memoryview(data) as view:
+            contiguous = view.c_contiguous
+    except (TypeError, BufferError, ValueError):
+        return InvalidAppendError(f"{what} must be bytes-like or None, got {type(data).__name__}")
+    if not contiguous:
+        return InvalidAppendError(
+            f"{what} must be a C-contiguous buffer, got a non-contiguous {type(data).__name__} (copy it with bytes())"
+        )
+    return InvalidAppendError(f"{what} must be bytes-like or None, got {type(data).__name__}")
+
+
+def header_key_bytes(key: str) -> bytes:
+    """A str header key as UTF-8 (surrogate escapes, as decoding makes them, written back as their bytes)."""
+    try:
+        return key.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise InvalidAppendError(f"header key {key!r} cannot be encoded as UTF-8: {exc.reason}") from None
+
+
 def isolation_flag(isolation) -> bool:
     """True for read_committed, False for read_uncommitted."""
     if isolation == "read_committed":

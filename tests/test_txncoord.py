@@ -443,6 +443,57 @@ def test_reload_from_the_state_log(tmp_path):
         TransactionCoordinator(tmp_path, num_partitions=max(used))  # ids would map to other partitions
 
 
+def test_producer_ids_are_never_handed_out_twice(tmp_path):
+    """ProducerIdManager: ids come from blocks of 1000 reserved durably before the first is used, so a
+    coordinator restarted after a crash -- idempotent producers are never in __transaction_state, and no
+    snapshot exists before a roll or a close -- starts after the reserved block, and a new producer's first
+    batch is not taken as a duplicate of an old producer's."""
+    import json
+
+    from kafkatx.txncoord import PRODUCER_ID_BLOCK_FILE
+
+    clock = Clock()
+    coord = TransactionCoordinator(tmp_path, clock=clock)
+    first = IdempotentProducer(coord, clock=clock)
+    assert first.producer_id == 0
+    block = json.loads((tmp_path / PRODUCER_ID_BLOCK_FILE).read_text())
+    assert block == {"version": 1, "block_start": 0, "block_end": 999}
+    assert first.send("t", 0, [(b"k", b"order-1")]).first_offset == 0
+    coord.writer("t", 0).flush()  # durable and acknowledged; then the process dies (no close, no snapshot)
+    assert not [f for f in os.listdir(tmp_path / "t-0") if f.endswith(".snapshot")]
+    again = TransactionCoordinator(tmp_path, clock=clock)
+    try:
+        second = IdempotentProducer(again, clock=clock)
+        assert second.producer_id == 1000  # the rest of the crashed coordinator's block is skipped
+        info = second.send("t", 0, [(b"k", b"order-2")])
+        assert not info.duplicate and info.first_offset == 1
+    finally:
+        again.close()
+    assert committed_values(tmp_path / "t-0") == [b"order-1", b"order-2"]
+    # data partitions kept elsewhere (writers=) are not scanned: the block file alone keeps the ids apart
+    elsewhere = tmp_path / "data"
+
+    def factory(topic, p):
+        return PartitionWriter(elsewhere / f"{topic}-{p}", clock=clock)
+
+    coord = TransactionCoordinator(tmp_path / "coord", clock=clock, writers=factory)
+    pids = [coord.init_producer_id(None)[0] for _ in range(1001)]  # a second block is reserved at the 1001st
+    assert pids == list(range(1001))
+    assert json.loads((tmp_path / "coord" / PRODUCER_ID_BLOCK_FILE).read_text())["block_start"] == 1000
+    coord.writer("t", 0).append(stamp_producer(_one_record(), 1000, 0, 0, False))
+    again = TransactionCoordinator(tmp_path / "coord", clock=clock, writers=factory)
+    assert again.init_producer_id(None) == (2000, 0)
+    # an unreadable block file is an error, not a reason to start again from 0
+    for bad in (b"", b"{", b'{"version": 1, "block_start": 5}', b'{"version": 2, "block_start": 0, "block_end": 9}'):
+        (tmp_path / "coord" / PRODUCER_ID_BLOCK_FILE).write_bytes(bad)
+        with pytest.raises(KafkaTxError, match=PRODUCER_ID_BLOCK_FILE):
+            TransactionCoordinator(tmp_path / "coord", clock=clock, writers=factory)
+    # a log dir written before the block file: the ids in its state log and snapshots still count
+    with PartitionWriter(tmp_path / "old" / "t-0", clock=clock) as w:
+        w.append(stamp_producer(_one_record(), 500, 0, 0, False))
+    assert TransactionCoordinator(tmp_path / "old", clock=clock).init_producer_id(None) == (501, 0)
+
+
 def test_reload_completes_a_transaction_a_crash_left_prepared(tmp_path, monkeypatch):
     clock = Clock()
     coord = TransactionCoordinator(tmp_path, clock=clock)

@@ -29,9 +29,19 @@ and in one process (kafka-format.md section 9):
   reopened coordinator takes the previous epoch + 1, so markers of a stale instance are fenced by the
   partitions (TRANSACTION_COORDINATOR_FENCED).
 
-Simplifications: one coordinator epoch for all state partitions; no KIP-890 partition verification; the
-producer id counter is reloaded as one above the largest producer id found in the state log and in the
-data partitions' producer snapshots (Kafka keeps id blocks in the controller's metadata log).
+Producer ids are never handed out twice, not even after a crash (Kafka's ``ProducerIdManager``: a broker
+takes ids from blocks of 1000 that the controller reserved durably, a ``ProducerIdsRecord`` in the metadata
+log, before any of them is used).  The coordinator reserves its blocks in ``latest-producer-id-block`` in
+the log dir (JSON ``{"version": 1, "block_start": s, "block_end": e}``, ``e`` inclusive, as the ZooKeeper-era
+``/latest_producer_id_block`` znode), written atomically and fsynced before the first id of a new block is
+handed out.  A reopened coordinator starts a new block after the reserved one -- the unused rest of the old
+block is skipped, as a restarted broker skips it -- or after the largest producer id found in the state log,
+in the data partitions' producer snapshots and in the writers it was given, when that is larger (a log dir
+written before the block file existed).  Idempotent producers (never in the state log) and data
+partitions kept elsewhere (``writers=``) are covered too.  A block file that cannot be read is an error,
+not a reason to start again from 0.
+
+Simplifications: one coordinator epoch for all state partitions; no KIP-890 partition verification.
 
 :class:`TransactionalProducer` and :class:`IdempotentProducer` are small client stand-ins (sequence
 numbers per partition, the client's transaction state table, retries of the last batch) used by the
@@ -40,11 +50,13 @@ tests and the workload generator.
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import time
 from dataclasses import dataclass, field
 
+from ._fileio import atomic_write
 from .batch import BatchBuilder, crc32c, increment_sequence
 from .errors import (
     IllegalTransitionError,
@@ -80,9 +92,14 @@ __all__ = [
     "TransactionalIdNotFoundError",
     "TXN_STATE_TOPIC",
     "MAX_PRODUCER_EPOCH",
+    "PRODUCER_ID_BLOCK_FILE",
+    "PRODUCER_ID_BLOCK_SIZE",
 ]
 
 TXN_STATE_TOPIC = "__transaction_state"
+PRODUCER_ID_BLOCK_FILE = "latest-producer-id-block"
+PRODUCER_ID_BLOCK_SIZE = 1000  # ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+_MAX_PRODUCER_ID = (1 << 63) - 1
 MAX_PRODUCER_EPOCH = 32767  # Short.MaxValue
 _EXHAUSTED = MAX_PRODUCER_EPOCH - 1  # TransactionMetadata.isProducerEpochExhausted: epoch >= 32766
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms
@@ -184,6 +201,58 @@ def _check_partitions(partitions):
     return out
 
 
+# -------------------------------------------------------------------------------- producer id blocks
+class _ProducerIdBlocks:
+    """Producer ids handed out from blocks reserved durably in ``path`` before use (see the module docstring).
+
+    ``floor`` is the least id the next block may start at; the reserved end read from ``path`` raises it.
+    No block is held until the first :meth:`allocate`, which reserves one from ``next_id`` on."""
+
+    def __init__(self, path: str, floor: int, block_size: int = PRODUCER_ID_BLOCK_SIZE):
+        self.path = path
+        self.block_size = block_size
+        reserved = self._read()
+        self.next_id = max(floor, reserved[1] + 1) if reserved is not None else floor
+        self.block_end = self.next_id  # exclusive end of the block held: none yet
+
+    def _read(self):
+        """``(block_start, block_end)`` of the last reserved block, or None when none was reserved."""
+        try:
+            with open(self.path, "rb") as fh:
+                raw = fh.read()
+        except FileNotFoundError:
+            return None
+        try:
+            doc = json.loads(raw.decode("utf-8"))
+            start, end = doc["block_start"], doc["block_end"]
+            if doc.get("version") != 1 or not all(type(v) is int for v in (start, end)) or not 0 <= start <= end:
+                raise ValueError(f"unexpected content {doc!r}")
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+            raise TransactionCoordinatorError(
+                f"{self.path} is not a readable producer id block ({exc}); refusing to hand out producer ids "
+                "that may have been used before") from None  # fmt: skip
+        return start, end
+
+    def raise_floor(self, floor: int) -> None:
+        """Hand out no id below ``floor`` (ids already seen elsewhere)."""
+        if floor > self.next_id:
+            self.next_id = floor
+            self.block_end = max(self.block_end, floor)
+
+    def allocate(self) -> int:
+        if self.next_id >= self.block_end:
+            start = self.next_id
+            if start > _MAX_PRODUCER_ID - self.block_size:
+                raise TransactionCoordinatorError("producer ids are exhausted")
+            end = start + self.block_size - 1
+            doc = {"version": 1, "block_start": start, "block_end": end}
+            atomic_write(self.path, json.dumps(doc).encode("ascii"), fsync=True)  # durable before any id is used
+            self.block_end = end + 1
+        pid = self.next_id
+        self.next_id += 1
+        return pid
+
+
 # ------------------------------------------------------------------------------------- coordinator
 class TransactionCoordinator:
     """Drive transactional ids over the partition directories of ``log_dir`` (see the module docstring).
@@ -192,7 +261,7 @@ class TransactionCoordinator:
     (shared with the caller) or a callable ``(topic, partition) -> PartitionWriter``; by default
     ``<log_dir>/<topic>-<partition>`` is opened on first use with ``writer_options`` (and closed by
     :meth:`close`).  ``clock()`` returns milliseconds.  ``first_producer_id`` is where the producer id
-    counter starts for a new log dir.
+    counter starts for a new log dir (a reopened one continues after its reserved id block).
     """
 
     def __init__(self, log_dir, *, writers=None, num_partitions: int = 50, coordinator_epoch: int | None = None,
@@ -237,10 +306,10 @@ class TransactionCoordinator:
                                        for n in existing) if e]  # fmt: skip
             coordinator_epoch = max(last) + 1 if last else 0
         self.coordinator_epoch = int(coordinator_epoch)
-        self._next_producer_id = first_producer_id
         for n in existing:
             self._load_partition(n)
-        self._next_producer_id = max(self._next_producer_id, self._max_known_producer_id() + 1)
+        self._producer_ids = _ProducerIdBlocks(os.path.join(self.log_dir, PRODUCER_ID_BLOCK_FILE), first_producer_id)
+        self._producer_ids.raise_floor(self._max_known_producer_id() + 1)  # a log dir from before the block file
         # transactions a crash left between Prepare* and Complete*: send their markers again
         for meta in list(self._txns.values()):
             if meta.state in (_S.PrepareCommit, _S.PrepareAbort):
@@ -335,9 +404,7 @@ class TransactionCoordinator:
         self._state_writer(n).append(batch, origin="coordinator")
 
     def _allocate_producer_id(self) -> int:
-        pid = self._next_producer_id
-        self._next_producer_id += 1
-        return pid
+        return self._producer_ids.allocate()
 
     def _check_open(self):
         if self._closed:

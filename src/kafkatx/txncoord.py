@@ -16,13 +16,19 @@ and in one process (kafka-format.md section 9):
   ``transaction_version`` 2 (KIP-890, the Kafka 4 default) the epoch is bumped at prepare time, the
   markers carry the bumped epoch and the client continues with it; under 0/1 the epoch is unchanged;
 * ``init_producer_id`` allocates a producer id (epoch 0) for a new transactional id, bumps the epoch of a
-  known one (fencing the previous instance), aborts its open transaction first (in-memory
-  PrepareEpochFence with epoch + 1, then PrepareAbort, markers, CompleteAbort -- the fenced epoch is never
-  handed out; the caller gets epoch + 2, as a Kafka client does after retrying CONCURRENT_TRANSACTIONS),
-  and moves to a new producer id with epoch 0 once the epoch is exhausted (>= 32766).  With the
-  ``producer_id``/``producer_epoch`` a running producer holds (KIP-360) it bumps that producer's epoch
-  instead, answers a retry of that bump with the same epoch, and fences an instance that is not current;
-* ``abort_timed_out(now_ms)`` fences and aborts Ongoing transactions whose ``start + timeout < now``;
+  known one (fencing the previous instance), aborts its open transaction first and moves to a new producer
+  id with epoch 0 once the epoch is exhausted (>= 32766).  With the ``producer_id``/``producer_epoch`` a
+  running producer holds (KIP-360) it bumps that producer's epoch instead, answers a retry of that bump with
+  the same epoch, and fences an instance that is not current;
+* ``abort_timed_out(now_ms)`` fences and aborts Ongoing transactions whose ``start + timeout < now``.  Both
+  fences are Kafka 4.0's: PrepareEpochFence with epoch + 1 (in memory only, never handed out), then
+  endTransaction(ABORT, isFromClient=false) under the *coordinator's* ``transaction_version``, which under
+  version 2 bumps the epoch again: PrepareAbort, the markers and CompleteAbort carry epoch + 2 (+ 1 under
+  0/1), and an InitProducerId gets epoch + 3 (+ 2), as a Kafka client does after retrying
+  CONCURRENT_TRANSACTIONS.  The fenced producer's epoch is then neither the current one nor the one before
+  it, so its EndTxn is PRODUCER_FENCED rather than taken for a retry.  (Kafka 4.1 dropped the second bump
+  to avoid an overflow at epoch 32766 -- KAFKA-19367 -- which lets a timed-out producer's EndTxn(ABORT)
+  pass for a retry and go on with the fencing epoch; here an abort at the last epoch keeps it instead;)
 * opening a coordinator on a log dir reloads the state (records decoded, last value per key wins, a
   tombstone deletes) and completes transactions left in PrepareCommit/PrepareAbort by a crash (markers
   re-sent, as the broker does on coordinator election).  Without an explicit ``coordinator_epoch`` a
@@ -561,7 +567,7 @@ class TransactionCoordinator:
             raise ConcurrentTransactionsError(f"transaction of {transactional_id!r} is being completed")
         if meta.state is done:
             return meta.producer_id, meta.producer_epoch  # TV0/1: a retry of a completed EndTxn
-        self._prepare(meta, commit=commit, fence=False)
+        self._prepare(meta, commit=commit, transaction_version=meta.client_transaction_version)
         self._complete(meta, commit=commit)
         return meta.producer_id, meta.producer_epoch
 
@@ -598,11 +604,12 @@ class TransactionCoordinator:
             if is_retry and same:
                 return meta.producer_id, meta.producer_epoch  # a retry of the EndTxn that completed it
             if not is_retry and not commit:
-                self._prepare(meta, commit=False, fence=False)  # an abort with nothing in it: bumps the epoch
+                # an abort with nothing in it: bumps the epoch
+                self._prepare(meta, commit=False, transaction_version=meta.client_transaction_version)
                 self._complete(meta, commit=False)
                 return meta.producer_id, meta.producer_epoch
         elif state is _S.Ongoing or (state is _S.Empty and not commit):
-            self._prepare(meta, commit=commit, fence=False)
+            self._prepare(meta, commit=commit, transaction_version=meta.client_transaction_version)
             self._complete(meta, commit=commit)
             return meta.producer_id, meta.producer_epoch
         raise IllegalTransitionError(
@@ -637,6 +644,13 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------------------ transitions
     def _fence_and_abort(self, meta: TransactionMetadata) -> None:
+        """Fence the producer of an Ongoing transaction and abort it, as the broker does for an InitProducerId
+        of a new instance and for a timed-out transaction: prepareFenceProducerEpoch (epoch + 1, in memory
+        only), then endTransaction(ABORT, isFromClient=false) with the coordinator's own transaction version.
+        Under version 2 that abort bumps the epoch once more (prepareAbortOrCommit), so PrepareAbort, the
+        markers and CompleteAbort carry epoch + 2 and the fenced producer's epoch is neither the current one
+        nor the one before it: its EndTxn is PRODUCER_FENCED, not taken as a retry.  Under 0/1 they carry
+        epoch + 1."""
         if meta.producer_epoch >= MAX_PRODUCER_EPOCH:
             raise TransactionCoordinatorError(
                 f"cannot fence producer {meta.producer_id} of {meta.transactional_id!r}: epoch {meta.producer_epoch} "
@@ -646,19 +660,28 @@ class TransactionCoordinator:
         fenced.producer_epoch = meta.producer_epoch + 1
         fenced.last_producer_epoch = -1
         self._apply(meta, fenced, persist=False)
-        self._prepare(meta, commit=False, fence=True)
+        self._prepare(meta, commit=False, transaction_version=self.transaction_version, fence=True)
         self._complete(meta, commit=False)
 
-    def _prepare(self, meta: TransactionMetadata, *, commit: bool, fence: bool) -> None:
+    def _prepare(self, meta: TransactionMetadata, *, commit: bool, transaction_version: int,
+                 fence: bool = False) -> None:  # fmt: skip
+        """PrepareCommit/PrepareAbort (TransactionMetadata.prepareAbortOrCommit) under ``transaction_version``:
+        the client's for an EndTxn, the coordinator's for a fencing abort; the value records it."""
         now = self._now()
         new = meta.copy()
         new.state = _S.PrepareCommit if commit else _S.PrepareAbort
         new.last_update_timestamp_ms = now
-        tv2 = meta.client_transaction_version >= 2
-        if tv2 and not fence:  # KIP-890: bump at prepare time, rotate the id if the epoch is exhausted
-            if meta.producer_epoch >= _EXHAUSTED:
-                new.next_producer_id = self._allocate_producer_id()
-            new.producer_epoch = meta.producer_epoch + 1
+        new.client_transaction_version = transaction_version
+        if transaction_version >= 2:  # KIP-890: every commit and abort bumps the epoch
+            if not fence and meta.producer_epoch >= _EXHAUSTED:
+                new.next_producer_id = self._allocate_producer_id()  # rotate the id at completion
+            if meta.producer_epoch < MAX_PRODUCER_EPOCH:
+                new.producer_epoch = meta.producer_epoch + 1
+            elif commit:
+                raise TransactionCoordinatorError(
+                    f"cannot commit the transaction of {meta.transactional_id!r}: producer epoch "
+                    f"{meta.producer_epoch} would overflow")  # fmt: skip
+            # else: an abort at the last epoch keeps it (newer Kafka lets it through so the id can recover)
             new.last_producer_epoch = meta.producer_epoch
         if meta.state in (_S.Empty, _S.CompleteCommit, _S.CompleteAbort):
             new.start_timestamp_ms = now  # TV2: an abort without partitions

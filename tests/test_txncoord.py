@@ -137,6 +137,44 @@ def test_requests_in_the_wrong_state(env):
             c0.end_transaction("tx", p0, e0, commit=False)
 
 
+def test_end_transaction_of_a_tv0_transaction_follows_end_transaction_with_tv1(tmp_path):
+    """endTransactionWithTV1 (TransactionCoordinator.scala): the same result against PrepareX is
+    CONCURRENT_TRANSACTIONS, the other result INVALID_TXN_STATE; CompleteX only takes a retry of X; Empty takes
+    nothing.  A transaction begun under transaction version 0 keeps those rules when a coordinator with
+    version 2 loads it: its transitions are checked under its own version, so it never goes
+    CompleteCommit -> PrepareAbort or Empty -> PrepareAbort."""
+    clock = Clock()
+    with TransactionCoordinator(tmp_path, transaction_version=0, clock=clock) as coord:
+        pid, e = coord.init_producer_id("tx")
+        coord.add_partitions("tx", pid, e, [("t", 0)])
+        coord._txns["tx"].state = S.PrepareCommit  # as if its markers were still being written
+        with pytest.raises(ConcurrentTransactionsError):
+            coord.end_transaction("tx", pid, e, commit=True)
+        with pytest.raises(IllegalTransitionError, match="INVALID_TXN_STATE"):
+            coord.end_transaction("tx", pid, e, commit=False)
+        coord._txns["tx"].state = S.Ongoing
+        assert coord.end_transaction("tx", pid, e, commit=True) == (pid, e)
+        coord.init_producer_id("other")
+    with TransactionCoordinator(tmp_path, transaction_version=2, clock=clock) as coord:
+        leo = coord._state_writer(coord.state_partition_for("tx")).log_end_offset
+        assert coord.describe("tx").client_transaction_version == 0
+        assert coord.end_transaction("tx", pid, e, commit=True) == (pid, e)  # a retry
+        with pytest.raises(IllegalTransitionError, match="INVALID_TXN_STATE"):
+            coord.end_transaction("tx", pid, e, commit=False)  # CompleteCommit + ABORT
+        p2, e2 = coord.describe("other").producer_id, coord.describe("other").producer_epoch
+        for commit in (True, False):  # Empty takes neither
+            with pytest.raises(IllegalTransitionError, match="INVALID_TXN_STATE"):
+                coord.end_transaction("other", p2, e2, commit=commit)
+        meta = coord._txns["tx"]
+        new = meta.copy()
+        new.state = S.PrepareAbort
+        with pytest.raises(IllegalTransitionError):  # checked under the transaction's version, not the coordinator's
+            coord._apply(meta, new)
+        assert coord._state_writer(coord.state_partition_for("tx")).log_end_offset == leo  # nothing written
+        assert coord.describe("tx").state is S.CompleteCommit and coord.describe("other").state is S.Empty
+        assert markers(tmp_path / "t-0") == [(0, "COMMIT", pid, e, 0)]
+
+
 # ------------------------------------------------------------------------------------------ fencing
 def test_zombie_fencing(env):
     coord, clock, path = env

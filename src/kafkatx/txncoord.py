@@ -28,7 +28,7 @@ and in one process (kafka-format.md section 9):
   CONCURRENT_TRANSACTIONS.  The fenced producer's epoch is then neither the current one nor the one before
   it, so its EndTxn is PRODUCER_FENCED rather than taken for a retry.  (Kafka 4.1 dropped the second bump
   to avoid an overflow at epoch 32766 -- KAFKA-19367 -- which lets a timed-out producer's EndTxn(ABORT)
-  pass for a retry and go on with the fencing epoch; here an abort at the last epoch keeps it instead;)
+  pass for a retry and go on with the fencing epoch; here an abort at the last epoch keeps it instead);
 * opening a coordinator on a log dir reloads the state (records decoded, last value per key wins, a
   tombstone deletes) and completes transactions left in PrepareCommit/PrepareAbort by a crash (markers
   re-sent, as the broker does on coordinator election).  Without an explicit ``coordinator_epoch`` a
@@ -420,8 +420,10 @@ class TransactionCoordinator:
         return int(self._clock())
 
     def _apply(self, meta: TransactionMetadata, new: TransactionMetadata, *, persist: bool = True) -> None:
-        """Validate ``meta.state -> new.state``, write ``new`` to the state log, then adopt it."""
-        transition(meta.state, new.state, transaction_version=self.transaction_version)
+        """Validate ``meta.state -> new.state`` under the transaction version the change is made with (the
+        transaction's, not the coordinator's: a TV0/1 transaction never goes CompleteCommit -> PrepareAbort),
+        write ``new`` to the state log, then adopt it."""
+        transition(meta.state, new.state, transaction_version=new.client_transaction_version)
         if persist:
             self._persist(new)
         meta.__dict__.update(new.__dict__)
@@ -563,10 +565,17 @@ class TransactionCoordinator:
                 f"producer epoch {producer_epoch} of {transactional_id!r} is not the current epoch "
                 f"{meta.producer_epoch}: the producer was fenced"
             )
-        if meta.state in (_S.PrepareCommit, _S.PrepareAbort):
+        # endTransactionWithTV1: the same result again is a retry (of one being completed, or completed);
+        # anything else but Ongoing is INVALID_TXN_STATE
+        state = meta.state
+        if state in (_S.PrepareCommit, _S.PrepareAbort) and (state is _S.PrepareCommit) == commit:
             raise ConcurrentTransactionsError(f"transaction of {transactional_id!r} is being completed")
-        if meta.state is done:
+        if state is done:
             return meta.producer_id, meta.producer_epoch  # TV0/1: a retry of a completed EndTxn
+        if state is not _S.Ongoing:
+            raise IllegalTransitionError(
+                f"EndTxn({'COMMIT' if commit else 'ABORT'}) of {transactional_id!r} in state {state.name} is not "
+                f"a valid transition (INVALID_TXN_STATE)", state, _S.PrepareCommit if commit else _S.PrepareAbort)
         self._prepare(meta, commit=commit, transaction_version=meta.client_transaction_version)
         self._complete(meta, commit=commit)
         return meta.producer_id, meta.producer_epoch
@@ -636,7 +645,7 @@ class TransactionCoordinator:
         out = []
         for tid, meta in list(self._txns.items()):
             if meta.state.expiration_allowed and meta.last_update_timestamp_ms + expiration_ms <= now:
-                transition(meta.state, _S.Dead, transaction_version=self.transaction_version)
+                transition(meta.state, _S.Dead, transaction_version=meta.client_transaction_version)
                 self._tombstone(tid, now)
                 del self._txns[tid]
                 out.append(tid)

@@ -432,6 +432,46 @@ def test_marker_epochs_and_state_values_by_transaction_version(tmp_path, tv):
     assert committed_values(tmp_path / "t-0") == [b"r0-a", b"r0-b", b"r2-a", b"r2-b"]
 
 
+def test_value_version_is_the_coordinators_and_fences_use_its_transaction_version(tmp_path):
+    """TransactionLog.valueToBytes writes the coordinator's transactionLogValueVersion (0 under
+    transaction.version 0, 1 above), whatever version the transaction's client uses; a fencing abort
+    (isFromClient=false) runs under the coordinator's version and records it as the ClientTransactionVersion."""
+
+    def raw_values(coord, tid):
+        d = tmp_path / f"__transaction_state-{coord.state_partition_for(tid)}"
+        return [r.value for b in iter_batches(log_bytes(d)) for r in b.records() if r.key.endswith(tid.encode())]
+
+    clock = Clock()
+    with TransactionCoordinator(tmp_path, transaction_version=0, clock=clock) as coord:
+        pid, e = coord.init_producer_id("a")
+        pid_b, e_b = coord.init_producer_id("b", transaction_timeout_ms=1000)
+        coord.add_partitions("b", pid_b, e_b, [("t", 1)])
+        assert {v[:2] for v in raw_values(coord, "a") + raw_values(coord, "b")} == {b"\x00\x00"}
+    with TransactionCoordinator(tmp_path, transaction_version=2, clock=clock) as coord:
+        n = len(raw_values(coord, "a"))
+        coord.add_partitions("a", pid, e, [("t", 0)])  # the TV0 client goes on under its own version
+        assert coord.end_transaction("a", pid, e, commit=True) == (pid, e)  # no bump: TV0
+        new = raw_values(coord, "a")[n:]
+        assert len(new) == 3 and {v[:2] for v in new} == {b"\x00\x01"}  # but the values are version 1
+        assert {r.value.client_transaction_version for r in state_records(coord, "a")[n:]} == {0}
+        # the TV0 transaction of "b" times out: fenced and aborted under the coordinator's version 2
+        assert coord.abort_timed_out(clock.now + 5000) == ["b"]
+        assert markers(tmp_path / "t-1") == [(0, "ABORT", pid_b, e_b + 2, coord.coordinator_epoch)]
+        last = state_records(coord, "b")[-2:]
+        assert [(r.value.state, r.value.producer_epoch, r.value.client_transaction_version) for r in last] == [
+            (S.PrepareAbort, e_b + 2, 2), (S.CompleteAbort, e_b + 2, 2)]  # fmt: skip
+        pid_c, e_c = coord.init_producer_id("c", transaction_timeout_ms=1000)
+        coord.add_partitions("c", pid_c, e_c, [("t", 2)])
+    with TransactionCoordinator(tmp_path, transaction_version=0, clock=clock) as coord:
+        # a TV2 transaction timed out by a version 0 coordinator: one bump, recorded as version 0
+        n = len(raw_values(coord, "c"))
+        assert coord.abort_timed_out(clock.now + 10_000) == ["c"]
+        assert markers(tmp_path / "t-2") == [(0, "ABORT", pid_c, e_c + 1, coord.coordinator_epoch)]
+        assert [(r.value.state, r.value.client_transaction_version) for r in state_records(coord, "c")[n:]] == [
+            (S.PrepareAbort, 0), (S.CompleteAbort, 0)]  # fmt: skip
+        assert {v[:2] for v in raw_values(coord, "c")[n:]} == {b"\x00\x00"}
+
+
 def test_epoch_exhaustion_rotates_the_producer_id(tmp_path):
     # a state log whose transactional id is at epoch 32765
     n = txn_partition_for("old", 50)

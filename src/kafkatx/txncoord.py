@@ -7,8 +7,12 @@ and in one process (kafka-format.md section 9):
 * its state lives in ``__transaction_state-<N>`` partition directories of the log dir, written with a
   :class:`~kafkatx.log.writer.PartitionWriter` (``N = txn_partition_for(transactional_id,
   num_partitions)``), one non-transactional record per state change, built with
-  :mod:`kafkatx.txnlog`'s encoders (value version 0 under ``transaction_version`` 0, version 1 with
-  ``ClientTransactionVersion`` otherwise), stamped with the coordinator epoch as partition leader epoch;
+  :mod:`kafkatx.txnlog`'s encoders, stamped with the coordinator epoch as partition leader epoch.  The
+  value version is the coordinator's, as in ``TransactionLog.valueToBytes`` (``transactionLogValueVersion``
+  of the finalized ``transaction.version``): 0 under ``transaction_version`` 0, 1 (flexible, with the
+  transaction's ``ClientTransactionVersion`` tagged when it is not 0) under 1 and 2.  One departure: a
+  coordinator reopened with version 0 over transactions begun under 1 or 2 writes their values as version
+  1, since version 0 cannot hold their tagged fields (Kafka's serializer would refuse the write);
 * every state change goes through :func:`kafkatx.txnlog.transition`, so an illegal one raises
   :class:`~kafkatx.errors.IllegalTransitionError` before anything is written;
 * ``end_transaction`` writes PrepareCommit/PrepareAbort, then a COMMIT/ABORT marker (with the coordinator
@@ -400,8 +404,10 @@ class TransactionCoordinator:
     def _persist(self, meta: TransactionMetadata) -> None:
         n = txn_partition_for(meta.transactional_id, self.num_partitions)
         value = meta.to_value()
+        # TransactionLog.valueToBytes: the coordinator's transactionLogValueVersion (None under version 0: 0,
+        # or 1 when the value has tagged fields that 0 cannot hold)
         batch = encode_txn_records([(meta.transactional_id, value)], timestamp=meta.last_update_timestamp_ms,
-                                   version=1 if meta.client_transaction_version >= 1 else 0)  # fmt: skip
+                                   version=1 if self.transaction_version >= 1 else None)  # fmt: skip
         self._state_writer(n).append(batch, origin="coordinator")
 
     def _tombstone(self, transactional_id: str, now: int) -> None:

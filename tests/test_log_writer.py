@@ -304,6 +304,56 @@ def test_replication_keeps_offsets_and_rejects_going_back(part):
     assert [(b.base_offset, b.last_offset) for b in iter_batches(whole_log(part))] == [(10, 11), (12, 12), (20, 21)]
 
 
+def test_a_replicated_append_is_checked_whole_before_anything_is_written(part):
+    """UnifiedLog.append runs analyzeAndValidateProducerState over every batch before writing: a later batch
+    that breaks a producer-state rule (a non-transactional batch inside the producer's open transaction)
+    leaves the directory, the log end and the producer state as they were -- the earlier batches of the
+    append included."""
+    with PartitionWriter(part, clock=Clock()) as w:
+        w.append(batch(base_offset=0, pid=9, epoch=0, seq=0, n=1), origin="replication")
+        before = dir_state(part), snapshot_set(w.producer_state.snapshot_entries()), w.log_end_offset
+        payload = (batch(base_offset=1, pid=1, epoch=0, seq=0, txn=True, n=1)
+                   + batch(base_offset=2, pid=9, epoch=0, seq=1, n=1)
+                   + batch(base_offset=3, pid=1, epoch=0, seq=1, n=1))  # fmt: skip
+        with pytest.raises(InvalidTxnStateError):
+            w.append(payload, origin="replication")
+        assert (dir_state(part), snapshot_set(w.producer_state.snapshot_entries()), w.log_end_offset) == before
+        assert w.ongoing_transactions() == {} and w.size_in_bytes == len(batch(n=1))
+        # the same batches without the offending one go in whole, in one segment, with one AppendInfo
+        info = w.append(payload[: 2 * len(batch(n=1))], origin="replication")
+        assert (info.first_offset, info.last_offset, info.records_count, info.size_in_bytes, info.position) == (
+            1, 2, 2, 2 * len(batch(n=1)), len(batch(n=1)))  # fmt: skip
+        assert w.ongoing_transactions() == {1: 1}
+    # a follower append larger than a segment is refused whole (RecordBatchTooLargeException)
+    with PartitionWriter(part.parent / "t-1", segment_bytes=len(payload) - 1) as w:
+        with pytest.raises(RecordBatchTooLargeError):
+            w.append(payload[: 2 * len(batch(n=1))] + batch(base_offset=3, n=1), origin="replication")
+        assert w.log_end_offset == 0 and w.size_in_bytes == 0
+
+
+def test_last_stable_offset_of_a_replicated_abort_counts_the_whole_append(part):
+    """UnifiedLog.append updates every producer of the append, then gives each completed transaction the LSO
+    of the producer state at that point (ProducerStateManager.lastStableOffset) before completing it: a
+    transaction opened by another producer later in the same append counts, one opened by a later append
+    does not."""
+    marker = encode_marker("abort", producer_id=1, producer_epoch=0, base_offset=1, coordinator_epoch=0,
+                           timestamp=T0)  # fmt: skip
+    with PartitionWriter(part, clock=Clock()) as w:
+        w.append(batch(base_offset=0, pid=1, epoch=0, seq=0, txn=True, n=1), origin="replication")
+        info = w.append(marker + batch(base_offset=2, n=1) + batch(base_offset=3, pid=2, epoch=0, seq=0, txn=True, n=1),
+                        origin="replication")  # fmt: skip
+        assert info.completed_txn == (1, 0, 1, True, 3)  # pid 2's transaction (first offset 3), not 1 + 1
+        w.append(batch(base_offset=4, pid=2, epoch=0, seq=1, txn=True, n=1), origin="replication")
+        w.append_marker("abort", producer_id=2, producer_epoch=0, coordinator_epoch=0)
+        w.append(batch(base_offset=6, pid=3, epoch=0, seq=0, txn=True, n=1), origin="replication")
+    def entries(aborted):
+        return [(a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset) for a in aborted]
+
+    assert entries(read_txnindex(part / "00000000000000000000.txnindex")) == [(1, 0, 1, 3), (2, 3, 5, 6)]
+    # LogSegment.recover replays batch by batch, so a recovery would give the per-batch LSO instead
+    assert entries(rebuild_from_log(whole_log(part))[1]) == [(1, 0, 1, 2), (2, 3, 5, 6)]
+
+
 # ------------------------------------------------------------------------------------------ txnindex
 def _txn_workload(w, clock_ts=T0):
     """Interleaved transactions of three producers over several segments."""

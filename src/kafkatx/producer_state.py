@@ -25,7 +25,9 @@ Three ways to feed it
   and returns the completed transactions (with their last stable offset).  Dropping ``info`` instead
   leaves the manager untouched.  ``update`` refuses an ``info`` prepared before another change to
   the manager (:class:`~kafkatx.errors.ProducerStateError`), so a stale validation cannot be
-  committed.  The offsets passed in are the ones the writer is about to assign.
+  committed.  The offsets passed in are the ones the writer is about to assign.  ``manager.update_many(infos)``
+  commits the infos of one multi-batch append (one per producer) as ``UnifiedLog.append`` does: every
+  entry first, then the completed transactions in marker order, each with the LSO at that point.
 
 Order of checks for a data batch (client origin): duplicate (same epoch, a retained batch with the
 same first and last sequence) -> epoch (older -> :class:`~kafkatx.errors.InvalidProducerEpochError`)
@@ -708,6 +710,37 @@ class ProducerStateManager:
 
     def update(self, info: ProducerAppendInfo) -> list[CompletedTxn]:
         """Commit a :class:`ProducerAppendInfo`; returns the transactions it completed, with their LSO."""
+        return self.update_many((info,))
+
+    def update_many(self, infos) -> list[CompletedTxn]:
+        """Commit the append infos of one append, one per producer, as ``UnifiedLog.append`` does once the
+        batches are written: first every producer's entry and the transactions it started, then each
+        completed transaction in the order of its marker, its last stable offset taken just before it is
+        completed -- so a transaction that another producer opened later in the same append counts.
+        Nothing is committed unless every info can be."""
+        infos = list(infos)
+        pids = set()
+        for info in infos:
+            self._check_committable(info)
+            if info.producer_id in pids:
+                raise ProducerStateError(f"two append infos of producer {info.producer_id} in one update",
+                                         info.producer_id)  # fmt: skip
+            pids.add(info.producer_id)
+        staged = [info._last_offset for info in infos if info._last_offset is not None]
+        completed = []
+        for info in infos:
+            completed += self._commit_entry(info)
+        if staged:
+            self.map_end_offset = max(staged) + 1
+        completed.sort(key=lambda c: c.last_offset)
+        out = []
+        for c in completed:
+            lso = self._lso_for(c.producer_id, c.last_offset)
+            self._complete_txn(c.producer_id, c.first_offset, c.last_offset)
+            out.append(c._replace(last_stable_offset=lso))
+        return out
+
+    def _check_committable(self, info: ProducerAppendInfo) -> None:
         if info._manager is not self:
             raise ProducerStateError("this append info was prepared by another ProducerStateManager",
                                      info.producer_id)  # fmt: skip
@@ -722,6 +755,9 @@ class ProducerStateManager:
                 "prepare it again",
                 info.producer_id,
             )
+
+    def _commit_entry(self, info: ProducerAppendInfo) -> list[CompletedTxn]:
+        """The entry and started transactions of ``info``; returns the transactions it completes (LSO -1)."""
         pid = info.producer_id
         upd = info._updated
         if info._last_offset is None:  # nothing was staged
@@ -740,15 +776,8 @@ class ProducerStateManager:
         entry.current_txn_first_offset = upd.current_txn_first_offset
         for first in info._started:
             self._open_txn(first, pid)
-        out = []
-        for c in info._completed:
-            lso = self._lso_for(pid, c.last_offset)
-            self._complete_txn(pid, c.first_offset, c.last_offset)
-            out.append(c._replace(last_stable_offset=lso))
-        if info._last_offset is not None:
-            self.map_end_offset = info._last_offset + 1
         info._committed = True
-        return out
+        return list(info._completed)
 
     def update_map_end_offset(self, offset: int) -> None:
         self.map_end_offset = offset

@@ -16,6 +16,11 @@ writes there (``storage/.../log/UnifiedLog``, ``LocalLog``, ``LogSegment``, ``Lo
   recomputed.  The only rewrites that do touch CRC-covered bytes are Kafka's own: ``maxTimestamp`` set
   to the records' real maximum and the timestamp type set to the topic's (CreateTime), the LogAppendTime
   stamp, and a compressed batch whose records do not number their offsets 0..count-1, which is rebuilt.
+* A follower's append (``origin="replication"``) may carry several batches; as in ``UnifiedLog.append``
+  all of them are checked -- framing, CRC, offsets and the producer-state rules -- before any is written,
+  the append rolls at most once and lands in one segment, and each transaction it completes gets its last
+  stable offset from the producer state after the whole append (a transaction opened later in the same
+  append counts).
 * ``<base>.index`` / ``<base>.timeindex`` (:mod:`kafkatx.log.index`): ``LogSegment.append`` adds an entry
   ``(batch last offset -> batch position)`` and a time entry ``(max timestamp so far, its batch's last
   offset)`` when more than ``index_interval_bytes`` were appended since the last entry.  On roll and on
@@ -486,8 +491,10 @@ class PartitionWriter:
     # ------------------------------------------------------------------------------------- appends
     def append(self, batch_bytes, *, origin: str = ORIGIN_CLIENT) -> AppendInfo:
         """Append a producer batch (``origin="client"``), or batches copied from a leader
-        (``origin="replication"``: offsets, leader epochs and markers are kept, nothing but framing, CRC
-        and offset order is checked).  ``origin="coordinator"`` is the coordinator writing its own
+        (``origin="replication"``: offsets, leader epochs and markers are kept; framing, CRC, offset order and
+        the producer-state rules a follower applies -- a transactional producer's open transaction takes
+        only transactional batches -- are checked for every batch before any is written, the whole append
+        goes into one segment and must fit in one, and the returned info covers all of it).  ``origin="coordinator"`` is the coordinator writing its own
         (non-control) state records: validated like a client batch except for the client-only rules.
 
         Returns an :class:`AppendInfo`; a duplicate of one of the producer's last five batches returns
@@ -675,13 +682,16 @@ class PartitionWriter:
         return new_max, b.build()
 
     def _append_replicated(self, batch_bytes):
+        """A follower's append (``UnifiedLog.appendAsFollower``): framing, CRCs and offset order of every batch,
+        then the producer-state checks of every batch against staged copies (``analyzeAndValidateProducerState``),
+        all before anything is written; then one roll check for the whole append, the write, and the
+        producer-state update, after which the transactions the append completed get their last stable offset
+        and ``.txnindex`` entries."""
         view = memoryview(batch_bytes)
         if view.ndim != 1 or view.itemsize != 1:
             view = view.cast("B")
         n = view.nbytes
         pos = 0
-        last_info = None
-        # check the framing, CRCs and offset order of everything before writing any of it
         spans = []
         expected = self._leo
         while pos < n:
@@ -701,48 +711,50 @@ class PartitionWriter:
                 )
             if lod < 0:
                 raise InvalidRecordError(f"Batch has an invalid offset range: last offset delta {lod}", pos + 23, base)
-            if total > self.segment_bytes:
-                raise RecordBatchTooLargeError(
-                    f"The record batch is {total} bytes, larger than the segment size ({self.segment_bytes})"
-                )
             spans.append((pos, total, fields))
             expected = base + lod + 1
             pos += total
-        for pos, total, fields in spans:
-            last_info = self._append_one_replicated(view[pos : pos + total], total, fields)
-        if last_info is None:
+        if not spans:
             raise InvalidRecordError("no record batch to append", 0)
-        return last_info
-
-    def _append_one_replicated(self, view, total, fields):
-        base, _length, ple, _m, _crc, attrs, lod, _bts, max_ts, pid, _epoch, _bseq, count = fields
-        last = base + lod
-        info = None
-        completed = None
-        if pid >= 0:
-            info = self._psm.prepare_update(pid, origin=ORIGIN_REPLICATION)
-            batch = self._codec.RecordBatch(view, 0, total, verify_crc=False)
-            info.append(batch)
-        seg = self._maybe_roll(total, base, last, max_ts)
-        position = seg.size
+        if n > self.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"The record batches are {n} bytes, larger than the segment size ({self.segment_bytes})"
+            )
+        infos = {}
+        for pos, total, fields in spans:
+            pid = fields[9]
+            if pid >= 0:
+                info = infos.get(pid)
+                if info is None:
+                    info = infos[pid] = self._psm.prepare_update(pid, origin=ORIGIN_REPLICATION)
+                info.append(self._codec.RecordBatch(view[pos : pos + total], 0, total, verify_crc=False))
+        first = spans[0][2][0]
+        last = expected - 1
+        max_ts = max(fields[8] for _pos, _total, fields in spans)
+        seg = self._maybe_roll(n, first, last, max_ts)
+        start = seg.size
         self._write(seg, (view,))
-        self._after_write(seg, position, total, last, max_ts)
-        if info is not None:
-            done = self._psm.update(info)
-            for c in done:
-                completed = c
-                if c.is_aborted:
-                    seg.txnindex.append(c.to_aborted_txn())
-            if done:
-                self._psm.on_high_watermark_updated(last + 1)
+        for pos, total, fields in spans:
+            self._after_write(seg, start + pos, total, fields[0] + fields[6], fields[8])
+        done = self._psm.update_many(infos.values()) if infos else []
+        aborted = False
+        for c in done:
+            if c.is_aborted:
+                seg.txnindex.append(c.to_aborted_txn())
+                aborted = True
+        if done:
+            self._psm.on_high_watermark_updated(last + 1)
         self._psm.map_end_offset = last + 1
         self._leo = last + 1
-        self._maybe_assign_epoch(ple, base)
+        for _pos, _total, fields in spans:
+            self._maybe_assign_epoch(fields[2], fields[0])
         if self.fsync:
             self._sync_append(seg)
-            if completed is not None and completed.is_aborted:
+            if aborted:
                 seg.txnindex.flush()
-        return AppendInfo(base, last, -1, False, max_ts, count, total, seg.base_offset, position, completed)
+        count = sum(fields[12] for _pos, _total, fields in spans)
+        return AppendInfo(first, last, -1, False, max_ts, count, n, seg.base_offset, start,
+                          done[-1] if done else None)  # fmt: skip
 
     def append_marker(self, kind: str, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                       timestamp: int | None = None, transaction_version: int = 0) -> int:  # fmt: skip

@@ -40,7 +40,7 @@ from kafkatx.log.writer import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from kafkatx.producer_state import read_snapshot, rebuild_from_log
+from kafkatx.producer_state import read_snapshot, rebuild_from_log, write_snapshot
 from kafkatx.transactions import encode_marker
 from kafkatx.txnindex import encode_txnindex, read_txnindex
 
@@ -861,6 +861,63 @@ def test_concurrent_writers_of_one_log_dir_keep_every_line(tmp_path):
 
 def whole_log_end(path) -> int:
     return list(iter_batches(whole_log(path)))[-1].last_offset + 1
+
+
+def test_reopen_loads_the_producer_state_a_snapshot_at_the_log_end_holds(tmp_path):
+    """UnifiedLog.rebuildProducerState: the producer state of a loaded log is the newest snapshot at or below
+    the log end (ProducerStateManager.truncateAndReload) plus the batches after it.  After a clean close that
+    is the snapshot close() wrote at the log end, taken as it is; after a crash the broker's recovery writes
+    one there from its replay.  A snapshot keeps one batch per producer, so after a reopen a retry of the
+    last batch is still a duplicate while a retry of an older one is OUT_OF_ORDER_SEQUENCE."""
+
+    def fill(d, **kw):
+        w = PartitionWriter(d, clock=Clock(), segment_bytes=300, **kw)
+        for i in range(6):
+            w.append(batch(pid=7, epoch=0, seq=2 * i, n=2))
+        return w
+
+    for name, kw in (("clean/orders-0", {}), ("plain/plain", {}), ("unlisted/orders-0", {"checkpoint_recovery_point": False})):
+        d = tmp_path / name
+        w = fill(d, **kw)
+        leo, bases = w.log_end_offset, w.segments
+        assert len(bases) > 1 and len(w.producer_state.last_entry(7).batch_metadata) > 1
+        w.close()
+        assert (d / f"{leo:020d}.snapshot").exists()
+        with PartitionWriter(d, clock=Clock(), segment_bytes=300, **kw) as w:
+            # only a partition whose recovery point reached the log end counts as cleanly closed
+            assert w.recovery.state_snapshot_offset == (leo if name.startswith("clean") else None)
+            assert w.recovery.snapshot_offset == bases[-1]  # the last segment is still recovered from its snapshot
+            assert len(w.producer_state.last_entry(7).batch_metadata) == 1
+            assert w.append(batch(pid=7, epoch=0, seq=10, n=2)).duplicate
+            with pytest.raises(OutOfOrderSequenceError):
+                w.append(batch(pid=7, epoch=0, seq=8, n=2))
+    # after a crash (no close, no snapshot at the log end) the state is the recovery replay's, as a snapshot at
+    # the log end holds it
+    d = tmp_path / "crash" / "orders-0"
+    w = fill(d)
+    w.flush()
+    crashed = tmp_path / "crashed" / "orders-0"
+    shutil.copytree(d.parent, crashed.parent)
+    w.close()
+    with PartitionWriter(crashed, clock=Clock(), segment_bytes=300) as w2:
+        assert w2.recovery.state_snapshot_offset is None
+        assert len(w2.producer_state.last_entry(7).batch_metadata) == 1
+        with pytest.raises(OutOfOrderSequenceError):
+            w2.append(batch(pid=7, epoch=0, seq=8, n=2))
+    # the snapshot at the log end of a cleanly closed log is taken as it is, as the broker takes it (here one
+    # that says producer 7 is at epoch 3); the replay of an unclean load would not see it
+    d = tmp_path / "trust" / "orders-0"
+    with fill(d) as w:
+        leo = w.log_end_offset
+        assert leo not in w.segments
+    entries = read_snapshot(d / f"{leo:020d}.snapshot")
+    write_snapshot(d / f"{leo:020d}.snapshot", [e._replace(producer_epoch=3) for e in entries])
+    with PartitionWriter(d, clock=Clock(), segment_bytes=300) as w:
+        assert w.producer_state.last_entry(7).producer_epoch == 3
+    write_snapshot(d / f"{leo:020d}.snapshot", [e._replace(producer_epoch=3) for e in entries])
+    (d.parent / "recovery-point-offset-checkpoint").unlink()
+    with PartitionWriter(d, clock=Clock(), segment_bytes=300) as w:
+        assert w.recovery.state_snapshot_offset is None and w.producer_state.last_entry(7).producer_epoch == 0
 
 
 def test_reopen_rebuilds_broken_indexes_and_uses_snapshots(tmp_path):

@@ -50,9 +50,15 @@ semantics to restore producer state and open transactions; the ``.txnindex`` of 
 first recovered one on is brought in line with the replay (kept where it agrees, cut where it runs past
 the log end, completed where an entry is missing), and a damaged ``.txnindex`` of an earlier segment is
 made again from the producer state at that segment (``LogLoader.recoverSegment``: the newest snapshot at
-or below it, and the batches from there to its end); snapshots beyond the log end are deleted;
-producers idle for ``producer.id.expiration.ms`` without an open transaction are dropped, as the broker's
-load of the snapshot at the log end does.  What happened is in :attr:`PartitionWriter.recovery`.
+or below it, and the batches from there to its end); snapshots beyond the log end are deleted.  The
+producer state the writer then goes on with is ``UnifiedLog.rebuildProducerState``'s, a snapshot at or
+below the log end and the batches after it: after a clean shutdown (the marker above, or what ``close``
+leaves: the recovery point at the log end and a snapshot there) the newest readable snapshot at or below
+the log end, taken as it is; otherwise the replay's state as the snapshot the broker's recovery writes at
+the log end holds it.  Either way one batch per producer is kept for de-duplication, as in Kafka (a retry
+of an older batch after a reopen is OUT_OF_ORDER_SEQUENCE), and producers idle for
+``producer.id.expiration.ms`` without an open transaction are dropped, as the broker's load of that
+snapshot does.  What happened is in :attr:`PartitionWriter.recovery`.
 :meth:`PartitionWriter.flush` and ``close`` fsync every segment written since the recovery point (rolled
 segments are not synced when they roll, as the broker leaves that to a later flush) and record the new
 recovery point in the parent directory's ``recovery-point-offset-checkpoint``, as the broker's
@@ -208,14 +214,18 @@ class RecoveryInfo(NamedTuple):
     truncated_at: int  # byte position of the cut in the last segment (its valid size)
     rebuilt_indexes: tuple  # paths of .index / .timeindex files rebuilt from their log
     repaired_txn_indexes: tuple  # paths of .txnindex files changed to agree with the log
-    snapshot_offset: int | None  # offset of the snapshot the producer state was loaded from
-    replayed_from: int  # first offset replayed into the producer state
+    snapshot_offset: int | None  # offset of the snapshot the recovery replay started from (<= the first recovered segment)
+    replayed_from: int  # first offset of the recovery replay
     replayed_batches: int
     deleted_files: tuple  # stray temporary / orphaned / corrupt / out-of-range files removed
     recovered_from: int | None = None  # base offset of the first segment whose every batch was validated
     # (path, bytes kept, bytes cut) of each earlier segment cut at an invalid batch when its missing or
     # damaged index was rebuilt (the segments after it are kept, as the broker keeps them)
     cut_segments: tuple = ()
+    # offset of the snapshot at or below the log end the producer state was finally loaded from after a clean
+    # close (UnifiedLog.rebuildProducerState), when it is newer than snapshot_offset; None: the state is the
+    # recovery replay's, cut to what a snapshot at the log end holds
+    state_snapshot_offset: int | None = None
 
 
 _CHECKPOINT_LOCK = threading.Lock()
@@ -416,6 +426,7 @@ class PartitionWriter:
         self._recovery_point = recovery_point
         self.checkpoint_recovery_point = bool(checkpoint_recovery_point)
         self._flushed_to = 0
+        self._clean_shutdown = False  # a .kafka_cleanshutdown marker was found at the last load
         self._codec = _resolve_codec(codec)
         self._crc32c = self._codec.crc32c
         self._inc_seq = self._codec.increment_sequence
@@ -1120,6 +1131,10 @@ class PartitionWriter:
         sizes[last_base] = valid
         self._segments = [[b, sizes[b]] for b in bases]
         self._leo = end_offset
+        # a clean shutdown: the broker's marker, or what close() leaves -- the recovery point at the log end and
+        # a snapshot there (a crash after a flush leaves no snapshot at the log end); and nothing cut
+        clean = (self._flushed_to >= end_offset and (self._clean_shutdown or end_offset in snapshots)
+                 and not truncated and not cut_segments)  # fmt: skip
         self._flushed_to = min(self._flushed_to, end_offset)
         for off in sorted(snapshots):
             if off > end_offset:  # beyond the (possibly truncated) log end: Kafka deletes these
@@ -1145,10 +1160,25 @@ class PartitionWriter:
         n, fixed = self._replay_into(self._psm, bases, sizes, logs, snap_offset, last_base, set(bases[first:]))
         replayed += n
         repaired += fixed
+        # The producer state itself is UnifiedLog.rebuildProducerState's: the newest snapshot at or below the log
+        # end (truncateAndReload), then the batches after it.  After a clean shutdown the broker recovers no
+        # segment and that is the snapshot close() wrote at the log end, taken as it is.  Otherwise its recovery
+        # (LogLoader.recoverSegment) has deleted the snapshots above the first recovered segment, replayed from
+        # there and written a snapshot at each recovered segment's end, so the state is the replay's as a
+        # snapshot at the log end holds it.  Either way a snapshot keeps one batch per producer: a retry of an
+        # older batch is then OUT_OF_ORDER_SEQUENCE, not a duplicate.
+        state_snapshot = None
+        if clean:
+            psm, off = self._newest_snapshot(snapshots, end_offset, deleted)
+            if off is not None and (snap_offset is None or off > snap_offset):
+                n, _fixed = self._replay_into(psm, bases, sizes, logs, off, last_base, set())
+                replayed += n
+                self._psm, state_snapshot = psm, off
+        else:
+            self._psm = ProducerStateManager.from_snapshot(self._psm.snapshot_entries(), map_end_offset=end_offset)
         self._psm.map_end_offset = end_offset
         self._psm.on_high_watermark_updated(end_offset)
-        # LogLoader ends by loading the snapshot at the log end (taken at close, or by the recovery), and the
-        # load drops producers idle for producer.id.expiration.ms without an open transaction
+        # the load of the snapshot drops producers idle for producer.id.expiration.ms without an open transaction
         self._psm.remove_expired_producers(self._clock(), self.producer_id_expiration_ms)
         # stray snapshots: only those at a segment base offset, and the newest one, are kept (LogLoader)
         keep = set(bases)
@@ -1168,7 +1198,7 @@ class PartitionWriter:
         self._active = seg
         rebuilt += self._rebuild_active_indexes(seg, last_path)
         return RecoveryInfo(len(bases), truncated, valid, tuple(rebuilt), tuple(repaired), snap_offset, start,
-                            replayed, tuple(deleted), bases[first], tuple(cut_segments))  # fmt: skip
+                            replayed, tuple(deleted), bases[first], tuple(cut_segments), state_snapshot)  # fmt: skip
 
     def _newest_snapshot(self, snapshots: dict, at_or_below: int, deleted: list):
         """``(manager, offset)``: a ProducerStateManager loaded from the newest readable snapshot at or below
@@ -1233,6 +1263,7 @@ class PartitionWriter:
             parent = self._log_dir()
             checkpoint = os.path.join(parent, RECOVERY_POINT_OFFSET_CHECKPOINT)
             if os.path.exists(os.path.join(parent, CLEAN_SHUTDOWN_FILE)):
+                self._clean_shutdown = True
                 self._flushed_to = 1 << 63  # a clean shutdown flushed everything
                 return len(bases) - 1
             key = self._checkpoint_key()

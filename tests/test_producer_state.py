@@ -546,6 +546,34 @@ def test_prepare_commit_and_discard():
     assert m.update(info) == [CompletedTxn(1, 0, 4, True, 5)]
 
 
+def test_update_many_commits_one_append_as_unified_log_does():
+    """UnifiedLog.append: every producer of the append is updated, then each completed transaction gets the
+    LSO of that state (a transaction opened later in the same append by another producer counts) and is
+    completed, in marker order; nothing is committed unless every info can be."""
+    m = ProducerStateManager()
+    m.append(data(1, 0, 0, 0, txn=True))
+    m.append(data(3, 0, 0, 1, txn=True))
+    a = m.prepare_update(1, origin="replication")
+    a.append_end_txn_marker(0, 0, 0, 2, 10)  # ABORT at 2
+    c = m.prepare_update(3, origin="replication")
+    c.append_end_txn_marker(1, 0, 0, 4, 10)  # COMMIT at 4
+    b = m.prepare_update(2, origin="replication")
+    b.append_data_batch(0, 0, 0, 10, 3, 3, True)  # opened at 3, between the two markers
+    stale = m.prepare_update(1)
+    with pytest.raises(ProducerStateError, match="two append infos"):
+        m.update_many([a, stale])
+    m.append(data(9, 0, 0, 5))
+    other = m.prepare_update(9)
+    m.append(data(9, 0, 1, 6))  # makes ``other`` stale
+    before = state(m)
+    with pytest.raises(ProducerStateError, match="changed after"):
+        m.update_many([c, b, a, other])
+    assert state(m) == before
+    # pid 1's abort: pid 3's transaction (first offset 1) is still open; pid 3's commit: pid 2's (3) is open
+    assert m.update_many([c, b, a]) == [CompletedTxn(1, 0, 2, True, 1), CompletedTxn(3, 1, 4, False, 3)]
+    assert [t.producer_id for t in m.ongoing_transactions()] == [2] and m.map_end_offset == 5
+
+
 def test_stale_append_info_is_refused():
     m = ProducerStateManager()
     m.append(data(1, 0, 0, 0))

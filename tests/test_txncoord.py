@@ -266,6 +266,14 @@ def test_a_timed_out_producer_is_fenced(tmp_path, tv):
                 coord.writer("t", 0).append(stamp_producer(_one_record(), pid, e + 1, 0, True))
         assert coord.describe("app").state is S.CompleteAbort
         assert committed_values(tmp_path / "t-0") == []
+        # at the last epoch the second bump would overflow: the abort keeps 32767 (as newer Kafka lets it
+        # through) and the next InitProducerId moves to a new producer id
+        p2, _e2 = coord.init_producer_id("last", transaction_timeout_ms=1000)
+        coord._txns["last"].producer_epoch = 32766
+        coord.add_partitions("last", p2, 32766, [("t", 1)])
+        assert coord.abort_timed_out(clock.now + 10_000) == ["last"]
+        assert coord.describe("last").producer_epoch == 32767
+        assert coord.init_producer_id("last")[1] == 0 and coord.describe("last").previous_producer_id == p2
 
 
 # ------------------------------------------------------------------------------------------ KIP-360

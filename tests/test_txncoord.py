@@ -186,19 +186,19 @@ def test_zombie_fencing(env):
     zombie.send("orders", 1, [(b"k", b"zombie-2")])
     clock.now += 5
     fresh = TransactionalProducer(coord, "app", clock=clock)  # InitProducerId: fence, abort, bump
-    # Kafka 4.0 under transaction version 2: the fencing epoch (epoch + 1, in memory only), bumped again by the
-    # abort (prepareAbortOrCommit), so the abort is written at epoch + 2 and the retried InitProducerId gets + 3
-    assert (fresh.producer_id, fresh.producer_epoch) == (pid, epoch + 3)
+    # the fencing epoch (epoch + 1) is the abort's, under transaction version 2 too (Kafka 4.1+, KAFKA-19367:
+    # 4.0 bumped it a second time), and the retried InitProducerId gets epoch + 2
+    assert (fresh.producer_id, fresh.producer_epoch) == (pid, epoch + 2)
     for p in (0, 1):
-        assert markers(path / f"orders-{p}") == [(1, "ABORT", pid, epoch + 2, coord.coordinator_epoch)]
+        assert markers(path / f"orders-{p}") == [(1, "ABORT", pid, epoch + 1, coord.coordinator_epoch)]
     states = [(r.value.state, r.value.producer_epoch) for r in state_records(coord, "app")]
     assert states == [
         (S.Empty, 0),
         (S.Ongoing, 0),
         (S.Ongoing, 0),
-        (S.PrepareAbort, 2),
-        (S.CompleteAbort, 2),
-        (S.Empty, 3),
+        (S.PrepareAbort, 1),
+        (S.CompleteAbort, 1),
+        (S.Empty, 2),
     ]  # fmt: skip  (PrepareEpochFence is never written)
     with pytest.raises(InvalidProducerEpochError):  # the zombie writes to a partition of its old transaction
         zombie.send("orders", 0, [(b"k", b"zombie-3")])
@@ -228,11 +228,12 @@ def test_timeout_abort(env):
     assert coord.abort_timed_out(start + 1000) == []  # start + timeout is not yet past
     assert coord.abort_timed_out(start + 1001) == ["slow"]
     meta = coord.describe("slow")
-    # transaction version 2: fenced to epoch + 1, the abort bumps to epoch + 2 (see test_zombie_fencing)
-    assert meta.state is S.CompleteAbort and meta.producer_epoch == p.producer_epoch + 2
-    assert markers(path / "orders-0") == [(1, "ABORT", p.producer_id, p.producer_epoch + 2, 0)]
-    # the zombie's EndTxn(COMMIT) with its old epoch, neither the current one nor the one before: fenced
-    with pytest.raises(ProducerFencedError):
+    assert meta.state is S.CompleteAbort and meta.producer_epoch == p.producer_epoch + 1
+    assert markers(path / "orders-0") == [(1, "ABORT", p.producer_id, p.producer_epoch + 1, 0)]
+    # the zombie's EndTxn(COMMIT) with its old epoch: under transaction version 2 an epoch one below the
+    # current one is a valid retry epoch, and CompleteAbort + COMMIT is INVALID_TXN_STATE
+    # (TransactionCoordinator.endTransaction); under 0/1 the epoch no longer matches: PRODUCER_FENCED
+    with pytest.raises(IllegalTransitionError if coord.transaction_version >= 2 else ProducerFencedError):
         p.commit_transaction()
     assert coord.abort_timed_out(start + 10**6) == []
     with open_partition(path / "orders-0") as part:
@@ -242,32 +243,33 @@ def test_timeout_abort(env):
 @pytest.mark.parametrize("tv", [0, 1, 2])
 def test_a_timed_out_producer_is_fenced(tmp_path, tv):
     """abort_timed_out is Kafka's abortTimedOutTransactions: prepareFenceProducerEpoch, then
-    endTransaction(ABORT, isFromClient=false) with the coordinator's transaction version.  Under version 2 the
-    abort bumps the fenced epoch again, so the zombie's epoch is neither the current one nor the one before
-    it: its EndTxn(ABORT) -- which would otherwise pass for a retry of the abort and hand it a usable epoch
-    -- is PRODUCER_FENCED, and so is every later request of it."""
+    endTransaction(ABORT, isFromClient=false) with the coordinator's transaction version, at the fencing
+    epoch under every version (Kafka 4.1+).  Under 0/1 the producer's old epoch is fenced; under version 2,
+    as in Kafka since KAFKA-19367, its late EndTxn(ABORT) is one epoch below the current one and is answered
+    as a retry of the abort (its COMMIT is INVALID_TXN_STATE), while its data at the old epoch is fenced."""
     clock = Clock()
     with TransactionCoordinator(tmp_path, transaction_version=tv, clock=clock) as coord:
         pid, e = coord.init_producer_id("app", transaction_timeout_ms=1000)
         coord.add_partitions("app", pid, e, [("t", 0)])
         coord.writer("t", 0).append(stamp_producer(_one_record(), pid, e, 0, True))
         assert coord.abort_timed_out(clock.now + 5000) == ["app"]
-        aborted_at = e + 2 if tv >= 2 else e + 1
-        assert markers(tmp_path / "t-0") == [(1, "ABORT", pid, aborted_at, coord.coordinator_epoch)]
+        assert markers(tmp_path / "t-0") == [(1, "ABORT", pid, e + 1, coord.coordinator_epoch)]
         recs = [(r.value.state, r.value.producer_epoch) for r in state_records(coord, "app")]
-        assert recs[-2:] == [(S.PrepareAbort, aborted_at), (S.CompleteAbort, aborted_at)]
-        for commit in (False, True):
-            with pytest.raises(ProducerFencedError):
-                coord.end_transaction("app", pid, e, commit=commit)
-        if tv >= 2:  # nor can it go on with the epoch a retried abort would have handed it
-            with pytest.raises(ProducerFencedError):
-                coord.add_partitions("app", pid, e + 1, [("t", 0)])
-            with pytest.raises(InvalidProducerEpochError):  # and the partition fences its data
-                coord.writer("t", 0).append(stamp_producer(_one_record(), pid, e + 1, 0, True))
+        assert recs[-2:] == [(S.PrepareAbort, e + 1), (S.CompleteAbort, e + 1)]
+        with pytest.raises(InvalidProducerEpochError):  # the partition fences its data at the old epoch
+            coord.writer("t", 0).append(stamp_producer(_one_record(), pid, e, 1, True))
+        if tv >= 2:
+            with pytest.raises(IllegalTransitionError, match="INVALID_TXN_STATE"):
+                coord.end_transaction("app", pid, e, commit=True)
+            assert coord.end_transaction("app", pid, e, commit=False) == (pid, e + 1)  # a retry of the abort
+        else:
+            for commit in (False, True):
+                with pytest.raises(ProducerFencedError):
+                    coord.end_transaction("app", pid, e, commit=commit)
         assert coord.describe("app").state is S.CompleteAbort
         assert committed_values(tmp_path / "t-0") == []
-        # at the last epoch the second bump would overflow: the abort keeps 32767 (as newer Kafka lets it
-        # through) and the next InitProducerId moves to a new producer id
+        # at the last epoch but one, the fence takes the last (32767) and the next InitProducerId moves to a
+        # new producer id
         p2, _e2 = coord.init_producer_id("last", transaction_timeout_ms=1000)
         coord._txns["last"].producer_epoch = 32766
         coord.add_partitions("last", p2, 32766, [("t", 1)])
@@ -330,7 +332,7 @@ def test_init_producer_id_with_the_epoch_held_after_another_instance_started(env
     with pytest.raises(ProducerFencedError):
         coord.init_producer_id("app", producer_id=pid, producer_epoch=b.producer_epoch)
     assert coord.describe("app").state is S.CompleteAbort
-    assert markers(path / "orders-0") == [(1, "ABORT", pid, e + 3, coord.coordinator_epoch)]
+    assert markers(path / "orders-0") == [(1, "ABORT", pid, e + 2, coord.coordinator_epoch)]
     assert committed_values(path / "orders-0") == []
 
 
@@ -462,16 +464,17 @@ def test_value_version_is_the_coordinators_and_fences_use_its_transaction_versio
         new = raw_values(coord, "a")[n:]
         assert len(new) == 3 and {v[:2] for v in new} == {b"\x00\x01"}  # but the values are version 1
         assert {r.value.client_transaction_version for r in state_records(coord, "a")[n:]} == {0}
-        # the TV0 transaction of "b" times out: fenced and aborted under the coordinator's version 2
+        # the TV0 transaction of "b" times out: fenced and aborted under the coordinator's version 2, at the
+        # fencing epoch
         assert coord.abort_timed_out(clock.now + 5000) == ["b"]
-        assert markers(tmp_path / "t-1") == [(0, "ABORT", pid_b, e_b + 2, coord.coordinator_epoch)]
+        assert markers(tmp_path / "t-1") == [(0, "ABORT", pid_b, e_b + 1, coord.coordinator_epoch)]
         last = state_records(coord, "b")[-2:]
         assert [(r.value.state, r.value.producer_epoch, r.value.client_transaction_version) for r in last] == [
-            (S.PrepareAbort, e_b + 2, 2), (S.CompleteAbort, e_b + 2, 2)]  # fmt: skip
+            (S.PrepareAbort, e_b + 1, 2), (S.CompleteAbort, e_b + 1, 2)]  # fmt: skip
         pid_c, e_c = coord.init_producer_id("c", transaction_timeout_ms=1000)
         coord.add_partitions("c", pid_c, e_c, [("t", 2)])
     with TransactionCoordinator(tmp_path, transaction_version=0, clock=clock) as coord:
-        # a TV2 transaction timed out by a version 0 coordinator: one bump, recorded as version 0
+        # a TV2 transaction timed out by a version 0 coordinator: the same fencing epoch, recorded as version 0
         n = len(raw_values(coord, "c"))
         assert coord.abort_timed_out(clock.now + 10_000) == ["c"]
         assert markers(tmp_path / "t-2") == [(0, "ABORT", pid_c, e_c + 1, coord.coordinator_epoch)]
@@ -547,11 +550,11 @@ def test_reload_from_the_state_log(tmp_path):
         # the open transaction survived and times out like any other
         assert reopened.abort_timed_out(clock.now + 10**6) == ["b"]
         ms = markers(tmp_path / "t-0")
-        assert ms[-1][1:] == ("ABORT", b.producer_id, b.producer_epoch + 2, 1)
+        assert ms[-1][1:] == ("ABORT", b.producer_id, b.producer_epoch + 1, 1)
         # a marker of the previous coordinator (epoch 0) is now fenced by the partition
         with pytest.raises(TransactionCoordinatorFencedError):
             reopened.writer("t", 0).append_marker("abort", producer_id=b.producer_id,
-                                                  producer_epoch=b.producer_epoch + 2, coordinator_epoch=0)  # fmt: skip
+                                                  producer_epoch=b.producer_epoch + 1, coordinator_epoch=0)  # fmt: skip
     finally:
         reopened.close()
     used = [int(n.rsplit("-", 1)[1]) for n in os.listdir(tmp_path) if n.startswith("__transaction_state-")]

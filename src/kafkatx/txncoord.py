@@ -25,14 +25,12 @@ and in one process (kafka-format.md section 9):
   running producer holds (KIP-360) it bumps that producer's epoch instead, answers a retry of that bump with
   the same epoch, and fences an instance that is not current;
 * ``abort_timed_out(now_ms)`` fences and aborts Ongoing transactions whose ``start + timeout < now``.  Both
-  fences are Kafka 4.0's: PrepareEpochFence with epoch + 1 (in memory only, never handed out), then
-  endTransaction(ABORT, isFromClient=false) under the *coordinator's* ``transaction_version``, which under
-  version 2 bumps the epoch again: PrepareAbort, the markers and CompleteAbort carry epoch + 2 (+ 1 under
-  0/1), and an InitProducerId gets epoch + 3 (+ 2), as a Kafka client does after retrying
-  CONCURRENT_TRANSACTIONS.  The fenced producer's epoch is then neither the current one nor the one before
-  it, so its EndTxn is PRODUCER_FENCED rather than taken for a retry.  (Kafka 4.1 dropped the second bump
-  to avoid an overflow at epoch 32766 -- KAFKA-19367 -- which lets a timed-out producer's EndTxn(ABORT)
-  pass for a retry and go on with the fencing epoch; here an abort at the last epoch keeps it instead);
+  fences are the broker's (Kafka 4.1+): PrepareEpochFence with epoch + 1 (in memory only), then
+  endTransaction(ABORT, isFromClient=false) under the *coordinator's* ``transaction_version`` at that epoch:
+  PrepareAbort, the markers and CompleteAbort carry epoch + 1, and an InitProducerId gets epoch + 2, as a
+  Kafka client does after retrying CONCURRENT_TRANSACTIONS.  (Kafka 4.0 bumped the epoch a second time
+  under version 2; 4.1 dropped that -- KAFKA-19367 -- so, as there, a timed-out producer's late
+  EndTxn(ABORT) at its old epoch is answered as a retry of the abort under version 2.)
 * opening a coordinator on a log dir reloads the state (records decoded, last value per key wins, a
   tombstone deletes) and completes transactions left in PrepareCommit/PrepareAbort by a crash (markers
   re-sent, as the broker does on coordinator election).  Without an explicit ``coordinator_epoch`` a
@@ -661,11 +659,9 @@ class TransactionCoordinator:
     def _fence_and_abort(self, meta: TransactionMetadata) -> None:
         """Fence the producer of an Ongoing transaction and abort it, as the broker does for an InitProducerId
         of a new instance and for a timed-out transaction: prepareFenceProducerEpoch (epoch + 1, in memory
-        only), then endTransaction(ABORT, isFromClient=false) with the coordinator's own transaction version.
-        Under version 2 that abort bumps the epoch once more (prepareAbortOrCommit), so PrepareAbort, the
-        markers and CompleteAbort carry epoch + 2 and the fenced producer's epoch is neither the current one
-        nor the one before it: its EndTxn is PRODUCER_FENCED, not taken as a retry.  Under 0/1 they carry
-        epoch + 1."""
+        only), then endTransaction(ABORT, isFromClient=false) with the coordinator's own transaction version,
+        at that epoch under every version (Kafka 4.1+, KAFKA-19367; 4.0 bumped it a second time under
+        version 2): PrepareAbort, the markers and CompleteAbort carry epoch + 1."""
         if meta.producer_epoch >= MAX_PRODUCER_EPOCH:
             raise TransactionCoordinatorError(
                 f"cannot fence producer {meta.producer_id} of {meta.transactional_id!r}: epoch {meta.producer_epoch} "
@@ -687,8 +683,10 @@ class TransactionCoordinator:
         new.state = _S.PrepareCommit if commit else _S.PrepareAbort
         new.last_update_timestamp_ms = now
         new.client_transaction_version = transaction_version
-        if transaction_version >= 2:  # KIP-890: every commit and abort bumps the epoch
-            if not fence and meta.producer_epoch >= _EXHAUSTED:
+        # KIP-890: a client's commit or abort bumps the epoch; a fencing abort does not bump it again (it runs
+        # at the fencing epoch: KAFKA-19367, Kafka 4.1)
+        if transaction_version >= 2 and not fence:
+            if meta.producer_epoch >= _EXHAUSTED:
                 new.next_producer_id = self._allocate_producer_id()  # rotate the id at completion
             if meta.producer_epoch < MAX_PRODUCER_EPOCH:
                 new.producer_epoch = meta.producer_epoch + 1

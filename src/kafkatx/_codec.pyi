@@ -229,7 +229,9 @@ def encode_arrow(
     timestamp: int | None = None,
 ) -> bytes:
     """The rows of a pyarrow Table/RecordBatch as consecutive v2 batches.  The arguments are checked first,
-    as BatchBuilder checks them (``timestamp`` as append's); the rows' offsets must end by 2^63-1."""
+    as BatchBuilder checks them (``timestamp`` as append's); the rows' offsets must end by 2^63-1.  Columns
+    ``value``, ``key``, ``timestamp``, ``headers`` are written; decode_arrow's other columns (``offset``,
+    ``producer_id``, ``sequence``, ...) are accepted and ignored: offsets run on from ``base_offset``."""
 
 def scan_batches(data: _Buffer, *, verify_crc: bool = False, verify_control: bool = False) -> dict[str, array | int]: ...
 def scan_batches_fd(fd: int, start: int, end: int, *, verify_control: bool = False) -> dict[str, array | int]: ...

@@ -2836,7 +2836,9 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
     them; binary, large_binary and string columns are accepted.  Rows are cut into batches of
     ``records_per_batch``; offsets run on from ``base_offset`` and, for an idempotent or transactional
     producer, sequences from ``base_sequence``.  Rows without a timestamp column get ``timestamp`` (now by
-    default).  Returns the concatenated batches.
+    default).  The other columns of :func:`decode_arrow` (``offset``, ``producer_id``, ``sequence``, ...)
+    are accepted and not written: the arguments decide them, so a table decoded from a compacted log is
+    numbered again from ``base_offset``.  Returns the concatenated batches.
     """
     pa = _arrow()
     cdef BinView kv, vv

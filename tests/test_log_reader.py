@@ -949,11 +949,12 @@ def test_lso_after_retention_does_not_depend_on_what_was_read_first(codec, tmp_p
 
 
 @pytest.mark.parametrize("damage", ["removed", "cut"])
-def test_a_segment_missing_between_snapshot_and_log_raises_instead_of_guessing(codec, tmp_path, damage):
+def test_a_segment_missing_between_snapshot_and_log_is_reported(codec, tmp_path, damage):
     """A backup lost (or cut) the segment that holds the ABORT of producer 5's transaction.  The newest
     snapshot (written after the ABORT) has no open transaction, while the remaining segments show its data
-    with no marker: a read_committed read that replays the log must raise, naming the snapshot, not return
-    the aborted records 0 and 1 as committed (and the LSO must not change because of it)."""
+    with no marker.  A read goes on as the broker would, trusting the snapshot (the LSO does not move
+    because of the replay), and says what it found in its warnings; aborted_source="cross-check" raises
+    it, naming the snapshot."""
     from kafkatx.transactions import encode_marker
 
     items = [_txn_data([0, 1], 5, 0, True), _txn_data([2, 3]),
@@ -962,27 +963,32 @@ def test_a_segment_missing_between_snapshot_and_log_raises_instead_of_guessing(c
     path = _written(tmp_path / "t-0", items, rolls={1, 3, 4})
     seg2 = os.path.join(path, f"{2:020d}.log")
     with open_partition(path, codec=codec, checkpoints=False) as p:
-        assert [r.offset for r in p.read()] == [2, 3, 5, 6, 7, 8]  # sound: the transaction was aborted
+        r = p.read()
+        assert [x.offset for x in r] == [2, 3, 5, 6, 7, 8] and r.warnings == []  # sound: it was aborted
     if damage == "removed":
         os.remove(seg2)
     else:
         with open(seg2, "r+b") as fh:
             fh.truncate(os.path.getsize(seg2) - 5)  # the ABORT marker torn
+    snapshot = os.path.join(path, f"{9:020d}.snapshot")
     with open_partition(path, codec=codec, checkpoints=False) as p:
         lso = p.last_stable_offset
+        r = p.read()
+        # the removed segment's .txnindex, left without its .log, is not read (a broker deletes such a file);
+        # the cut one's still names the aborted transaction
+        assert [x.offset for x in r] == ([0, 1, 5, 6, 7, 8] if damage == "removed" else [2, 3, 5, 6, 7, 8])
+        assert p.last_stable_offset == lso == 9 and r.last_stable_offset == 9
+        assert len(r.warnings) == 1 and "producer 5" in r.warnings[0] and "open from offset 0" in r.warnings[0]
+        assert snapshot in r.warnings[0] and r.warnings[0] in p.warnings
+        assert [e.file for e in p.inconsistencies] == [snapshot]
+        assert p.read().warnings == []  # said once, by the read whose replay found it
+    with open_partition(path, codec=codec, checkpoints=False) as p:
         with pytest.raises(LogInconsistencyError) as ei:
-            p.read()
-        assert p.last_stable_offset == lso == 9
-    assert ei.value.file == os.path.join(path, f"{9:020d}.snapshot")
-    assert "producer 5" in str(ei.value) and "open from offset 0" in str(ei.value)
+            p.read(aborted_source="cross-check")
+    assert ei.value.file == snapshot and "producer 5" in str(ei.value)
     with open_partition(path, codec=codec, checkpoints=False) as p:
-        with pytest.raises(LogInconsistencyError):
-            p.aborted_transactions_by_segment("scan")
-    # the broker's way, trusting the .txnindex files and the snapshot, stays available (the removed
-    # segment's .txnindex, left without its .log, is not read: a broker deletes such a file)
-    with open_partition(path, codec=codec, checkpoints=False) as p:
-        got = [r.offset for r in p.read(aborted_source="txnindex")]
-    assert got == ([0, 1, 5, 6, 7, 8] if damage == "removed" else [2, 3, 5, 6, 7, 8])
+        p.aborted_transactions_by_segment("scan")
+        assert len(p.inconsistencies) == 1
 
 
 def test_entries_named_like_segments_that_are_not_files_are_ignored(built, codec, tmp_path):

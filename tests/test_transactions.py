@@ -913,6 +913,22 @@ def test_an_abort_marker_fed_again_does_not_end_the_next_aborted_transaction(cod
         f = codec.ReadCommittedFilter(aborted)
         got = [o for p in pieces for o in f.feed_arrow(p, columns=["offset"]).column(0).to_pylist()]
         assert got == [5, 6] and f.next_offset == 8, pieces
+    # a fetch from further back, with the aborted transactions of its response added: its ABORT markers end
+    # the transactions they close, and the producer's next transaction (committed) is seen
+    t1, q = data(codec, 0, 5, pid=9, epoch=0, seq=0, txn=True), data(codec, 6, 4)
+    t2, t3 = data(codec, 10, 3, pid=9, epoch=0, seq=5, txn=True), data(codec, 14, 3, pid=9, epoch=0, seq=8, txn=True)
+    m5, m13, m17 = marker("abort", 9, 0, 5), marker("abort", 9, 0, 13), marker("commit", 9, 0, 17)
+    for feed in ("feed", "feed_arrow"):
+        f = codec.ReadCommittedFilter([(9, 10)], fetch_offset=6)
+
+        def got(chunk, feed=feed, f=f):
+            out = getattr(f, feed)(chunk)
+            return offsets(out) if feed == "feed" else out.column("offset").to_pylist()
+
+        assert got(q + t2 + m13) == [6, 7, 8, 9]
+        f.add_aborted_transactions([(9, 0), (9, 10)])
+        assert got(t1 + m5 + q + t2 + m13) == []
+        assert got(t3 + m17) == [14, 15, 16], feed
     # a marker below the fetch offset that the filter never processed still counts, as in Kafka's consumer
     # (the broker's aborted list may name a transaction whose ABORT lies just below the fetch offset)
     for log in (b0 + m1 + c5 + m7, m1 + c5 + m7):

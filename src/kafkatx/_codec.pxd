@@ -83,8 +83,8 @@ cdef extern from "pidset.h" nogil:
         size_t n
     void kx_pidset_free(kx_pidset *s)
     int kx_pidset_has(const kx_pidset *s, int64_t pid)
-    int kx_pidset_add(kx_pidset *s, int64_t pid)
-    void kx_pidset_discard(kx_pidset *s, int64_t pid)
+    int kx_pidset_add(kx_pidset *s, int64_t pid, int64_t first)
+    void kx_pidset_end(kx_pidset *s, int64_t pid, int64_t offset)
 
 cdef extern from "hton.h" nogil:
     int16_t kx_load_be_i16(const unsigned char *p)

@@ -1253,7 +1253,6 @@ cdef class ReadCommittedFilter:
     cdef public object last_stable_offset
     cdef int64_t _next          # the next offset to fetch (valid when _has_next)
     cdef bint _has_next
-    cdef int64_t _done          # past the last batch processed: a marker below it was seen before (fed again)
     cdef bint _verify
     cdef Py_ssize_t _max
     cdef bytes _pending
@@ -1264,7 +1263,6 @@ cdef class ReadCommittedFilter:
                  Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE, inflate_threads=0):
         self._committed = isolation_flag(isolation)
         self._seen = set()
-        self._done = INT64_MIN
         self.last_stable_offset = last_stable_offset
         self.next_offset = fetch_offset
         self._verify = verify_crc
@@ -1324,7 +1322,7 @@ cdef class ReadCommittedFilter:
     cdef inline int _reach(self, int64_t last) noexcept nogil:
         """The aborted transactions starting at or below ``last`` are entered; -1 if memory ran out."""
         while self._pend_i < self._pend_n and self._pend_first[self._pend_i] <= last:
-            if kx_pidset_add(&self._aborted_pids, self._pend_pid[self._pend_i]):
+            if kx_pidset_add(&self._aborted_pids, self._pend_pid[self._pend_i], self._pend_first[self._pend_i]):
                 return -1
             self._pend_i += 1
         return 0
@@ -1441,8 +1439,6 @@ cdef class ReadCommittedFilter:
         if not self._has_next or offset > self._next:
             self._next = offset
             self._has_next = True
-        if offset > self._done:
-            self._done = offset
 
     cdef inline int64_t _floor(self) noexcept nogil:
         """Records below the next offset to fetch are skipped (a fetch that starts inside a batch, or a
@@ -1490,8 +1486,8 @@ cdef class ReadCommittedFilter:
                     ctype = _control_type(buf + pos, size, size, &h, False)
                     if ctype == CONTROL_UNKNOWN:
                         return 2  # (not one well-formed control record: the full path decides)
-                    if ctype == 0 and last >= self._done:  # (an ABORT fed again ends nothing: see _run)
-                        kx_pidset_discard(&self._aborted_pids, h.producer_id)
+                    if ctype == 0:  # (an ABORT fed again ends nothing: see _run)
+                        kx_pidset_end(&self._aborted_pids, h.producer_id, last)
                 else:
                     skip = (h.attributes & TRANSACTIONAL_FLAG_MASK) != 0 \
                         and kx_pidset_has(&self._aborted_pids, h.producer_id)
@@ -1585,11 +1581,12 @@ cdef class ReadCommittedFilter:
                     raise MemoryError()
                 if h.attributes & CONTROL_FLAG_MASK:
                     ctype = first_control_type(buf, pos, size, &h, self._max)
-                    # An ABORT fed again (a fetch that starts over below where the filter got to) must not
-                    # end the producer's later aborted transaction, already entered: Kafka's consumer sees
-                    # every marker once, in log order, and before its producer's next transaction starts.
-                    if ctype == 0 and last >= self._done:
-                        kx_pidset_discard(&self._aborted_pids, h.producer_id)
+                    # An ABORT ends the producer's aborted transaction only if that began at or before the
+                    # marker: always so in log order, as Kafka's consumer sees markers, but an ABORT fed again
+                    # (a fetch that starts over below where the filter got to) lies below the producer's
+                    # later aborted transaction, already entered, and must not end it.
+                    if ctype == 0:
+                        kx_pidset_end(&self._aborted_pids, h.producer_id, last)
                 elif (h.attributes & TRANSACTIONAL_FLAG_MASK) and kx_pidset_has(&self._aborted_pids, h.producer_id):
                     aborted = True  # an aborted batch: none of its records, but the LSO rule below holds
             if not aborted and not (h.attributes & CONTROL_FLAG_MASK):

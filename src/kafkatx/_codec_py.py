@@ -690,8 +690,7 @@ class ReadCommittedFilter:
         self._committed = isolation_flag(isolation)
         self._heap = []
         self._seen = set()
-        self._aborted_pids = set()
-        self._done = None  # past the last batch processed: a marker below it was seen before (fed again)
+        self._aborted_pids = {}  # producer id -> first offset of the aborted transaction it is inside of
         self.last_stable_offset = last_stable_offset
         self.next_offset = fetch_offset
         self._verify = verify_crc
@@ -803,13 +802,15 @@ class ReadCommittedFilter:
         if self._committed and batch.producer_id >= 0:
             heap = self._heap
             while heap and heap[0][0] <= last:
-                self._aborted_pids.add(heapq.heappop(heap)[1])
+                first, pid = heapq.heappop(heap)
+                self._aborted_pids[pid] = first
             if batch.is_control:
-                # An ABORT fed again (a fetch that starts over below where the filter got to) must not end the
-                # producer's later aborted transaction, already entered: Kafka's consumer sees every marker
-                # once, in log order, and before its producer's next transaction starts.
-                if batch.first_control_type() == 0 and (self._done is None or last >= self._done):
-                    self._aborted_pids.discard(batch.producer_id)
+                # An ABORT ends the producer's aborted transaction only if that began at or before the marker:
+                # always so in log order, as Kafka's consumer sees markers, but an ABORT fed again (a fetch
+                # that starts over below where the filter got to) lies below the producer's later aborted
+                # transaction, already entered, and must not end it.
+                if batch.first_control_type() == 0 and self._aborted_pids.get(batch.producer_id, last + 1) <= last:
+                    del self._aborted_pids[batch.producer_id]
             elif batch.is_transactional and batch.producer_id in self._aborted_pids:
                 self._advance(min(last + 1, limit, INT64_MAX))
                 return
@@ -827,8 +828,6 @@ class ReadCommittedFilter:
     def _advance(self, offset):
         if self.next_offset is None or offset > self.next_offset:
             self.next_offset = offset
-        if self._done is None or offset > self._done:
-            self._done = offset
 
 
 def decode_records(

@@ -34,7 +34,9 @@ Offsets of a partition
   producer snapshot at the first segment's base offset if there is one (after retention deleted segments,
   it holds the transactions opened before the log start).  Every other replay must end with the same open
   transactions as the LSO's; where it does not, the segments and the snapshots tell two histories (a
-  segment missing from a backup, or cut) and :class:`LogInconsistencyError` is raised rather than guess.
+  segment missing from a backup or cut, or markers a compaction removed): the read trusts the snapshot, as
+  the broker does, and says so in ``warnings`` (and ``Partition.inconsistencies``); the
+  ``"cross-check"`` source raises :class:`LogInconsistencyError` instead.
 
 Seeking
 -------
@@ -1046,6 +1048,8 @@ class Partition:
         self._txn_scan = None
         self._snapshot_offsets = sorted(snapshots)  # offsets of the .snapshot files (listed with the segments)
         self._snapshot_replays: dict = {}  # snapshot offset -> (replay from it, index of its first segment)
+        #: :class:`LogInconsistencyError` s found by replays (see ``_check_replay``), also in ``warnings``
+        self.inconsistencies: list[LogInconsistencyError] = []
 
     def __repr__(self):
         return f"Partition({self.topic!r}, {self.partition}, segments={len(self.segments)}, path={self.path!r})"
@@ -1090,38 +1094,38 @@ class Partition:
         return self._txn_scan
 
     def _check_replay(self, scan: _TxnScan, snap) -> None:
-        """Raise :class:`LogInconsistencyError` if a replay from ``snap`` (an older producer snapshot, or
-        None: the log start) ends with other open transactions than the replay from the newest snapshot,
-        which the LSO uses: the segments and the snapshots then tell two histories (a segment missing from a
-        backup, a damaged one cut, or a snapshot from another log), and which records are committed cannot
-        be decided.  From the log start with no snapshot, a transaction opened before the log start may be
-        open with a later first offset, or not seen at all (its batches were deleted)."""
+        """Note a :class:`LogInconsistencyError` (in :attr:`inconsistencies` and :attr:`warnings`) if a replay
+        from ``snap`` (an older producer snapshot, or None: the log start) ends with other open transactions
+        than the replay from the newest snapshot, which the LSO uses.  The segments and the snapshots then
+        tell two histories: a segment missing from a backup or cut, a snapshot from another log -- or, on
+        a compacted topic, a COMMIT/ABORT marker the cleaner removed after its delete horizon (Kafka
+        Streams changelogs), which leaves a transaction's data without its end.  Reads go on as the broker
+        would, trusting the snapshot; ``aborted_source="cross-check"`` raises it.  From the log start with
+        no snapshot, a transaction opened before the log start may be open with a later first offset, or
+        not seen at all (its batches were deleted): that is no disagreement."""
         newest = self._snapshot_at_or_below(self.high_watermark)
         if newest is None or (snap is not None and snap[0] == newest[0]):
             return
         ref = self._replay_from(newest)[0].open_txns
         got = scan.open_txns
-        name = os.path.join(self.path, f"{newest[0]:020d}.snapshot")
         origin = "the log start" if snap is None else f"the producer snapshot at offset {snap[0]}"
-        for pid, first in sorted(got.items()):
-            if pid not in ref or ref[pid] > first:
-                state = "has none" if pid not in ref else f"has it open from offset {ref[pid]}"
-                raise LogInconsistencyError(
-                    f"replayed from {origin}, producer {pid} has a transaction open from offset {first} (data and "
-                    f"no COMMIT/ABORT marker), but the producer snapshot at offset {newest[0]} {state}: a segment "
-                    f"is missing or was cut, or the snapshot is not this log's, so what is committed is unknown",
-                    name, {"replay": dict(got), "snapshot": dict(ref)},
-                )  # fmt: skip
+        bad = [(pid, first, ref.get(pid)) for pid, first in sorted(got.items()) if pid not in ref or ref[pid] > first]
         if snap is not None:
-            for pid, first in sorted(ref.items()):
-                if got.get(pid) != first:
-                    raise LogInconsistencyError(
-                        f"replayed from {origin}, producer {pid} has "
-                        f"{'no open transaction' if pid not in got else f'a transaction open from {got[pid]}'}, "
-                        f"but the producer snapshot at offset {newest[0]} has one open from offset {first}: a "
-                        f"segment is missing or was cut, or a snapshot is not this log's",
-                        name, {"replay": dict(got), "snapshot": dict(ref)},
-                    )  # fmt: skip
+            bad += [(pid, got.get(pid), first) for pid, first in sorted(ref.items()) if got.get(pid) != first]
+        if not bad:
+            return
+        pid, replayed, snapped = bad[0]
+        err = LogInconsistencyError(
+            f"replayed from {origin}, producer {pid} has "
+            f"{'no open transaction' if replayed is None else f'a transaction open from offset {replayed}'}, but "
+            f"the producer snapshot at offset {newest[0]} has "
+            f"{'none' if snapped is None else f'one open from offset {snapped}'} ({len(bad)} producer(s) differ): "
+            f"a segment is missing or was cut, a snapshot is not this log's, or compaction removed markers; reads "
+            f"trust the snapshot, as the broker does",
+            os.path.join(self.path, f"{newest[0]:020d}.snapshot"), {"replay": dict(got), "snapshot": dict(ref)},
+        )  # fmt: skip
+        self.inconsistencies.append(err)
+        self.warnings.append(str(err))
 
     def _snapshot_at_or_below(self, limit: int):
         """``(offset, open transactions)`` of the newest usable producer snapshot at or below ``limit``, or
@@ -1259,6 +1263,8 @@ class Partition:
         if source == "cross-check":
             from_index = self.aborted_transactions_by_segment("txnindex")
             from_scan = self.aborted_transactions_by_segment("scan")
+            if self.inconsistencies:  # the replay and the snapshots disagree
+                raise self.inconsistencies[0]
             for seg, a, b in zip(self.segments, from_index, from_scan):
                 ka = [(e.producer_id, e.first_offset, e.last_offset) for e in a]
                 kb = [(e.producer_id, e.first_offset, e.last_offset) for e in b]
@@ -1344,6 +1350,7 @@ class Partition:
             # decoded in one piece: map the pages in on the read-ahead thread while the aborted transactions
             # are collected (a replay of batch headers when .txnindex files are missing), as far as it gets
             prefetch = self._early_prefetch(start, upper)
+        known = len(self.inconsistencies)
         try:
             aborted = []
             if isolation == "read_committed" and start < upper:
@@ -1352,8 +1359,10 @@ class Partition:
             if prefetch is not None:
                 prefetch.close()
             raise
-        return LogRead(self, start, upper, isolation, format, columns, aborted, chunk_bytes, large_binary,
-                       inflate_threads, prefetch)
+        got = LogRead(self, start, upper, isolation, format, columns, aborted, chunk_bytes, large_binary,
+                      inflate_threads, prefetch)
+        got.warnings.extend(str(e) for e in self.inconsistencies[known:])  # found by this read's replay
+        return got
 
     def _segments_between(self, start: int, upper: int) -> list:
         """The segments a read of ``[start, upper)`` goes through: from the one holding ``start`` to the last

@@ -929,6 +929,15 @@ def test_an_abort_marker_fed_again_does_not_end_the_next_aborted_transaction(cod
         f.add_aborted_transactions([(9, 0), (9, 10)])
         assert got(t1 + m5 + q + t2 + m13) == []
         assert got(t3 + m17) == [14, 15, 16], feed
+        # the same fetch from further back while the later aborted transaction is still open: its ABORT at 5
+        # does not end it, and the transaction's next batch (13) stays hidden until its own ABORT (15)
+        t2b = data(codec, 13, 2, pid=9, epoch=0, seq=8, txn=True)
+        m15, c16 = marker("abort", 9, 0, 15), data(codec, 16, 1)
+        f = codec.ReadCommittedFilter([(9, 10)], fetch_offset=6)
+        assert got(q + t2, f=f) == [6, 7, 8, 9]
+        f.add_aborted_transactions([(9, 0)])
+        assert got(t1 + m5 + q + t2, f=f) == []
+        assert got(t2b + m15 + c16, f=f) == [16], feed
     # a marker below the fetch offset that the filter never processed still counts, as in Kafka's consumer
     # (the broker's aborted list may name a transaction whose ABORT lies just below the fetch offset)
     for log in (b0 + m1 + c5 + m7, m1 + c5 + m7):

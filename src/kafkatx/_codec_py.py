@@ -802,8 +802,8 @@ class ReadCommittedFilter:
         if self._committed and batch.producer_id >= 0:
             heap = self._heap
             while heap and heap[0][0] <= last:
-                first, pid = heapq.heappop(heap)
-                self._aborted_pids[pid] = first
+                first, pid = heapq.heappop(heap)  # (the later first offset is the transaction it is inside of)
+                self._aborted_pids[pid] = max(first, self._aborted_pids.get(pid, first))
             if batch.is_control:
                 # An ABORT ends the producer's aborted transaction only if that began at or before the marker:
                 # always so in log order, as Kafka's consumer sees markers, but an ABORT fed again (a fetch

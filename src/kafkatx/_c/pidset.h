@@ -50,13 +50,16 @@ static int kx_pidset_has(const kx_pidset *s, int64_t pid)
     return 0;
 }
 
-/* Enter ``pid`` with ``first`` (a producer already in keeps its slot and takes the later transaction's). */
+/* Enter ``pid`` with ``first``.  A producer already in keeps the later of the two first offsets: in log
+ * order that is the transaction it is inside of now; an entry from further back, added after a fetch
+ * started over, names a transaction its ABORT has ended or will end before the later one. */
 static void kx_pidset_put(kx_pidset *s, int64_t pid, int64_t first)
 {
     size_t i = kx_pidset_slot(s, pid);
     while (s->slots[i] != -1) {
         if (s->slots[i] == pid) {
-            s->firsts[i] = first;
+            if (first > s->firsts[i])
+                s->firsts[i] = first;
             return;
         }
         i = (i + 1) & (s->cap - 1);

@@ -447,16 +447,59 @@ def test_int64_arguments_follow_one_rule(codec, field):
     """Outside int64: OverflowError on both backends; not an integer (a str, a float): TypeError."""
     b = codec.BatchBuilder(base_offset=0)
     for bad, exc in ((1 << 63, OverflowError), (-(1 << 63) - 1, OverflowError), (1 << 70, OverflowError),
-                     ("5", TypeError), (1.0, TypeError), (b"5", TypeError)):  # fmt: skip
+                     ("5", TypeError), (1.0, TypeError), (b"5", TypeError), (True, TypeError)):  # fmt: skip
         with pytest.raises(exc, match=field):
             b.append(b"v", **{field: bad, **({} if field == "timestamp" else {"timestamp": 1})})
-    # integers of other types (bool, IntEnum, numpy) are integers
+    # integers of other types (IntEnum, numpy) are integers; a bool is not taken for 0 or 1
     import numpy as np
 
     kw = {"timestamp": 1} if field == "offset" else {}
     assert b.append(b"v", **{field: np.int64(7)}, **kw) == (0 if field == "timestamp" else 7)
     assert b.append(b"v", **{field: _Small.ONE + 8}, **kw) == (1 if field == "timestamp" else 9)
     assert b.records_count == 2
+
+
+def test_every_integer_argument_takes_numpy_integers_and_refuses_bools(codec):
+    """One rule for the integer arguments of BatchBuilder, append, encode_arrow and encode_marker: anything
+    with __index__ but a bool (numpy integers are what a DataFrame hands over)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from kafkatx.transactions import encode_marker
+
+    i = np.int64
+    args = dict(base_offset=i(3), producer_id=i(7), producer_epoch=np.int16(1), base_sequence=np.int32(5),
+                partition_leader_epoch=i(2))  # fmt: skip
+    b = codec.BatchBuilder(**args, compression="gzip", compression_level=np.int8(6), delete_horizon_ms=i(10))
+    b.append(b"v", timestamp=i(20), offset=i(4))
+    plain = codec.BatchBuilder(**{k: int(v) for k, v in args.items()}, compression="gzip", compression_level=6,
+                               delete_horizon_ms=10)  # fmt: skip
+    plain.append(b"v", timestamp=20, offset=4)
+    assert b.build() == plain.build()
+    assert (type(b.base_offset), type(b.producer_id)) == (int, int)
+    table = pa.table({"value": [b"x", b"y"]})
+    assert codec.encode_arrow(table, **args, timestamp=i(9)) == codec.encode_arrow(
+        table, **{k: int(v) for k, v in args.items()}, timestamp=9)
+    assert encode_marker("abort", producer_id=i(7), producer_epoch=np.int16(1), base_offset=i(4), timestamp=i(9),
+                         coordinator_epoch=np.int32(2)) == encode_marker(
+        "abort", producer_id=7, producer_epoch=1, base_offset=4, timestamp=9, coordinator_epoch=2)  # fmt: skip
+    for name in ("base_offset", "producer_id", "producer_epoch", "base_sequence", "partition_leader_epoch",
+                 "delete_horizon_ms"):  # fmt: skip
+        with pytest.raises(InvalidAppendError, match=name):
+            codec.BatchBuilder(**{name: True})
+    with pytest.raises(TypeError, match="compression_level"):
+        codec.BatchBuilder(compression="gzip", compression_level=True)
+    for kw in ({"timestamp": True}, {"timestamp": 1, "offset": True}):
+        with pytest.raises(TypeError):
+            codec.BatchBuilder().append(b"v", **kw)
+    with pytest.raises(TypeError, match="timestamp"):
+        encode_marker("abort", producer_id=7, producer_epoch=0, base_offset=4, timestamp=1.5)
+    with pytest.raises(OverflowError, match="timestamp"):
+        encode_marker("abort", producer_id=7, producer_epoch=0, base_offset=4, timestamp=1 << 63)
+    with pytest.raises(InvalidAppendError, match="negative timestamp"):
+        encode_marker("abort", producer_id=7, producer_epoch=0, base_offset=4, timestamp=-5)
+    with pytest.raises(InvalidAppendError, match="C-contiguous"):  # numpy refuses with a ValueError of its own
+        codec.BatchBuilder().append(np.arange(10, dtype=np.uint8)[::2], timestamp=1)
 
 
 def test_log_append_time_follows_the_int64_rule(codec):

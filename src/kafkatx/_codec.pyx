@@ -1977,7 +1977,7 @@ cdef inline int _get_bytes(object obj, const char **ptr, Py_ssize_t *n, Py_buffe
         raise InvalidAppendError(f"{what} must be bytes-like or None, not str (encode it first)")
     try:
         PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
-    except (TypeError, BufferError):
+    except (TypeError, BufferError, ValueError):  # (numpy refuses a non-contiguous array with a ValueError)
         raise bytes_error(obj, what) from None  # (not a buffer, or not a C-contiguous one)
     ptr[0] = <const char *>view.buf
     n[0] = view.len
@@ -2145,8 +2145,9 @@ cdef class BatchBuilder:
                  log_append_time=None, delete_horizon_ms=None):
         if not _builder_args_ok(base_offset, producer_id, producer_epoch, base_sequence, transactional,
                                 partition_leader_epoch, delete_horizon_ms):
-            check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
-                               partition_leader_epoch, delete_horizon_ms)
+            base_offset, producer_id, producer_epoch, base_sequence, partition_leader_epoch, delete_horizon_ms = \
+                check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
+                                   partition_leader_epoch, delete_horizon_ms)
         # the names as written are looked up here; anything else (case, ids, errors) in the Python helpers
         bits = _name_lookup(_TS_BITS, timestamp_type)
         self._ts_type = bits if bits is not None else timestamp_type_bits(timestamp_type)
@@ -2855,8 +2856,8 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
     kv.data = NULL
     kv.shift = 0
     # the arguments first (as BatchBuilder checks them), then the table
-    check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
-                       partition_leader_epoch, None)
+    base_offset, producer_id, producer_epoch, base_sequence, partition_leader_epoch, _ = check_builder_args(
+        base_offset, producer_id, producer_epoch, base_sequence, transactional, partition_leader_epoch, None)
     cid = _compression.codec_id(compression)
     _compression.check_level(cid, compression_level)
     attributes = cid | timestamp_type_bits(timestamp_type) | (TRANSACTIONAL_FLAG_MASK if transactional else 0)

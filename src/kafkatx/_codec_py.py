@@ -964,9 +964,9 @@ class BatchBuilder:
         log_append_time=None,
         delete_horizon_ms=None,
     ):
-        check_builder_args(
-            base_offset, producer_id, producer_epoch, base_sequence, transactional, partition_leader_epoch,
-            delete_horizon_ms,
+        base_offset, producer_id, producer_epoch, base_sequence, partition_leader_epoch, delete_horizon_ms = (
+            check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
+                               partition_leader_epoch, delete_horizon_ms)
         )  # fmt: skip
         ts_bits = timestamp_type_bits(timestamp_type)
         self._cid = _compression.codec_id(compression)
@@ -1305,8 +1305,8 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
     """Encode the rows of a ``pyarrow.Table``/``RecordBatch`` as consecutive v2 record batches."""
     import pyarrow as pa
 
-    check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
-                       partition_leader_epoch, None)  # fmt: skip
+    base_offset, producer_id, producer_epoch, base_sequence, partition_leader_epoch, _ = check_builder_args(
+        base_offset, producer_id, producer_epoch, base_sequence, transactional, partition_leader_epoch, None)
     timestamp_type_bits(timestamp_type)
     _compression.check_level(_compression.codec_id(compression), compression_level)
     default_ts = int(time.time() * 1000) if timestamp is None else int64_arg(timestamp, "timestamp")

@@ -78,13 +78,23 @@ def i64(x: int) -> int:
     return x - 0x10000000000000000 if x & 0x8000000000000000 else x
 
 
-def int64_arg(value, what: str) -> int:
-    """An int64 argument (a timestamp, an offset): anything with ``__index__`` (int, bool, numpy integers),
-    else a TypeError (a float or a str is not silently truncated or parsed); OverflowError outside int64."""
+def as_int(value):
+    """``value`` as an int if it is an integer -- anything with ``__index__`` (int, numpy integers) but a
+    bool -- else None.  The one rule of every integer argument of the encoders."""
+    if isinstance(value, bool):
+        return None
     try:
-        v = operator.index(value)
+        return operator.index(value)
     except TypeError:
-        raise TypeError(f"{what} must be an integer, got {type(value).__name__}") from None
+        return None
+
+
+def int64_arg(value, what: str) -> int:
+    """An int64 argument (a timestamp, an offset): an integer as :func:`as_int` takes it, else a TypeError (a
+    float, a str or a bool is not silently truncated, parsed or taken for 0/1); OverflowError outside int64."""
+    v = as_int(value)
+    if v is None:
+        raise TypeError(f"{what} must be an integer, got {type(value).__name__}")
     if not INT64_MIN <= v <= INT64_MAX:
         raise OverflowError(f"{what} {v} does not fit a signed 64-bit integer")
     return v
@@ -144,8 +154,10 @@ def timestamp_type_bits(timestamp_type) -> int:
 
 
 def check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional, leader_epoch,
-                       delete_horizon_ms) -> None:  # fmt: skip
-    """MemoryRecordsBuilder's and the broker's rules for a producer batch's header fields."""
+                       delete_horizon_ms) -> tuple:  # fmt: skip
+    """MemoryRecordsBuilder's and the broker's rules for a producer batch's header fields; returns them as
+    ints ``(base_offset, producer_id, producer_epoch, base_sequence, leader_epoch, delete_horizon_ms)``."""
+    out = []
     for name, v, lo, hi in (
         ("base_offset", base_offset, 0, (1 << 63) - 1),
         ("producer_id", producer_id, -(1 << 63), (1 << 63) - 1),
@@ -153,8 +165,11 @@ def check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, 
         ("base_sequence", base_sequence, -(1 << 31), INT32_MAX),
         ("partition_leader_epoch", leader_epoch, -(1 << 31), INT32_MAX),
     ):
-        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        iv = as_int(v)
+        if iv is None or not lo <= iv <= hi:
             raise InvalidAppendError(f"{name} must be an integer in [{lo}, {hi}], got {v!r}")
+        out.append(iv)
+    base_offset, producer_id, producer_epoch, base_sequence, leader_epoch = out
     if transactional and producer_id < 0:
         raise InvalidAppendError("cannot write transactional messages without a valid producer id")
     if producer_id >= 0:
@@ -162,10 +177,12 @@ def check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, 
             raise InvalidAppendError(f"invalid negative producer epoch {producer_epoch}")
         if base_sequence < 0:
             raise InvalidAppendError(f"invalid negative sequence number {base_sequence}")
-    if delete_horizon_ms is not None and (
-        not isinstance(delete_horizon_ms, int) or not 0 <= delete_horizon_ms < (1 << 63)
-    ):
-        raise InvalidAppendError(f"delete_horizon_ms must be a non-negative integer, got {delete_horizon_ms!r}")
+    if delete_horizon_ms is not None:
+        horizon = as_int(delete_horizon_ms)
+        if horizon is None or not 0 <= horizon < (1 << 63):
+            raise InvalidAppendError(f"delete_horizon_ms must be a non-negative integer, got {delete_horizon_ms!r}")
+        delete_horizon_ms = horizon
+    return base_offset, producer_id, producer_epoch, base_sequence, leader_epoch, delete_horizon_ms
 
 
 ARROW_COLUMNS = ("offset", "timestamp", "timestamp_type", "key", "value", "headers", "producer_id",

@@ -84,8 +84,12 @@ def check_level(cid: int, level):
     """
     if level is None:
         return None
-    if not isinstance(level, int) or isinstance(level, bool):
+    from ._common import as_int
+
+    value = as_int(level)
+    if value is None:
         raise TypeError(f"compression_level must be an integer or None, got {type(level).__name__}")
+    level = value
     bounds = _LEVELS.get(cid)
     if bounds is not None and not (bounds[0] <= level <= bounds[1] or (cid == GZIP and level == -1)):
         raise InvalidAppendError(f"{COMPRESSION_NAMES[cid]} compression level must be {bounds[2]}, got {level}")

@@ -20,6 +20,7 @@ from ._control import (
     ControlRecord,
     parse_control_record,
 )
+from ._common import as_int, int64_arg
 from .errors import InvalidAppendError
 
 __all__ = [
@@ -58,16 +59,26 @@ def encode_marker(
     type_id = CONTROL_TYPE_IDS.get(str(kind).lower())
     if type_id not in (ABORT, COMMIT):
         raise InvalidAppendError(f"a transaction marker is 'commit' or 'abort', got {kind!r}")
-    if not isinstance(producer_id, int) or producer_id < 0:
+    # the integer rules of BatchBuilder (_common.as_int / int64_arg)
+    pid = as_int(producer_id)
+    if pid is None or not 0 <= pid < (1 << 63):
         raise InvalidAppendError(f"a marker needs a valid producer id, got {producer_id!r}")
-    if not -(1 << 15) <= producer_epoch < (1 << 15):
-        raise InvalidAppendError(f"producer_epoch out of int16 range: {producer_epoch}")
-    if not -(1 << 31) <= coordinator_epoch < (1 << 31):
-        raise InvalidAppendError(f"coordinator_epoch out of int32 range: {coordinator_epoch}")
-    if not 0 <= base_offset < (1 << 63):
-        raise InvalidAppendError(f"base_offset must be non-negative, got {base_offset}")
+    for name, v, bits in (("producer_epoch", producer_epoch, 16), ("coordinator_epoch", coordinator_epoch, 32),
+                          ("partition_leader_epoch", partition_leader_epoch, 32)):  # fmt: skip
+        iv = as_int(v)
+        if iv is None or not -(1 << (bits - 1)) <= iv < (1 << (bits - 1)):
+            raise InvalidAppendError(f"{name} must be an int{bits}, got {v!r}")
+    offset = as_int(base_offset)
+    if offset is None or not 0 <= offset < (1 << 63):
+        raise InvalidAppendError(f"base_offset must be a non-negative int64, got {base_offset!r}")
     if timestamp is None:
         timestamp = int(time.time() * 1000)
+    timestamp = int64_arg(timestamp, "timestamp")
+    if timestamp < -1:  # MemoryRecordsBuilder.appendWithOffset: "Invalid negative timestamp"
+        raise InvalidAppendError(f"invalid negative timestamp {timestamp}")
+    producer_id, base_offset = pid, offset
+    producer_epoch, coordinator_epoch, partition_leader_epoch = (
+        as_int(v) for v in (producer_epoch, coordinator_epoch, partition_leader_epoch))
     record = _MARKER_RECORD.pack(32, 0, 0, 0, 8, 0, type_id, 12, 0, coordinator_epoch, 0)
     size = _HEADER.size + len(record)
     out = bytearray(size)

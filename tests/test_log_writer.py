@@ -1051,3 +1051,35 @@ def test_java_oracle_accepts_the_written_logs(tmp_path, oracle_dump):
         assert j["crc_valid"] is True and j["ensure_valid"] == "ok"
         assert (j["base_offset"], j["last_offset"], j["producer_id"], j["is_control"], j["partition_leader_epoch"]) == (
             b.base_offset, b.last_offset, b.producer_id, b.is_control, 4)  # fmt: skip
+
+
+def test_a_segment_cut_to_nothing_loses_its_txnindex_entries(tmp_path):
+    """The active segment holds only an ABORT (its .txnindex one entry); a crash tears the marker, so the
+    recovery cuts the segment to nothing.  Its .txnindex must then hold nothing either (LogSegment.recover
+    rebuilds it from the batches left), or a cross-check, and the marker the coordinator sends again, would
+    meet an entry for an abort the log does not have."""
+    d = tmp_path / "orders-0"
+    w = PartitionWriter(d, checkpoint_recovery_point=False)
+    w.append(batch(pid=7, epoch=0, seq=0, txn=True, n=2))
+    w.roll()
+    w.append_marker("abort", producer_id=7, producer_epoch=0, coordinator_epoch=1)
+    w.flush()
+    crashed = tmp_path / "crashed" / "orders-0"
+    shutil.copytree(d, crashed)  # as the files are while the writer is open: no clean shutdown
+    w.close()
+    seg, txn = crashed / f"{2:020d}.log", crashed / f"{2:020d}.txnindex"
+    assert len(read_txnindex(txn)) == 1
+    with open(seg, "r+b") as fh:
+        fh.truncate(os.path.getsize(seg) - 7)
+    w = PartitionWriter(crashed, checkpoint_recovery_point=False)
+    try:
+        assert w.log_end_offset == 2 and w.recovery.truncated_at == 0
+        assert str(txn) in w.recovery.repaired_txn_indexes
+        assert not txn.exists() or read_txnindex(txn) == []
+        with open_partition(crashed) as p:
+            assert p.aborted_transactions(0, 2, source="cross-check") == []
+            assert p.open_transactions == {7: 0} and p.last_stable_offset == 0
+        w.append_marker("abort", producer_id=7, producer_epoch=0, coordinator_epoch=1)  # sent again
+        assert [(e.producer_id, e.first_offset, e.last_offset) for e in read_txnindex(txn)] == [(7, 0, 2)]
+    finally:
+        w.close()

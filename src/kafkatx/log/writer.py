@@ -1231,7 +1231,10 @@ class PartitionWriter:
             if i + 1 < len(bases) and bases[i + 1] <= start:
                 continue
             size = sizes[base]
-            if size == 0:
+            if size == 0:  # (cut to nothing: no aborts are left in it, as LogSegment.recover leaves none)
+                path = self._reconcile_txnindex(base, []) if base in reconcile else None
+                if path is not None:
+                    repaired.append(path)
                 continue
             counter = [0]
 

@@ -200,7 +200,7 @@ def tail_row(path: str, manifest, kx) -> Row:
     def tail(full_replay: bool):
         with open_partition(part_path) as p:
             if full_replay:
-                p.open_transactions  # noqa: B018 - replays every segment, as the LSO needed before snapshots
+                p.aborted_transactions_by_segment("scan")  # replays every segment, as the LSO needed before snapshots
             lso = p.last_stable_offset
             start = max(lso - TAIL_OFFSETS, p.log_start_offset)
             return sum(b.num_rows for b in p.read(start, isolation="read_committed", format="arrow"))
@@ -212,8 +212,8 @@ def tail_row(path: str, manifest, kx) -> Row:
         key="tail",
         name=f"open + read the last {TAIL_OFFSETS:,} offsets read_committed (ref: full replay)",
         what=f"{key[0]}-{key[1]} ({segments} segments): open_partition, last_stable_offset, read(LSO - "
-        f"{TAIL_OFFSETS}, format='arrow'); reference: the same after Partition.open_transactions (a replay of every "
-        "segment, which the LSO needed before producer snapshots were used)",
+        f"{TAIL_OFFSETS}, format='arrow'); reference: the same after aborted_transactions_by_segment('scan') (a "
+        "replay of every segment, which the LSO needed before producer snapshots were used)",
         records=TAIL_OFFSETS,
         nbytes=0,
         impls={"kafkatx": lambda: tail(False), "reference": lambda: tail(True)},

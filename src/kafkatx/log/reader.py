@@ -1019,21 +1019,26 @@ class Partition:
         self.verify_crc = verify_crc
         self.warnings: list[str] = []
         bases, snapshots, txn_files = [], [], set()
-        for name in sorted(os.listdir(self.path)):
-            m = _SEGMENT_LOG_RE.match(name)
-            if m:
-                if not os.path.isfile(os.path.join(self.path, name)):  # as LogLoader, which lists files only
-                    self.warnings.append(f"{os.path.join(self.path, name)}: not a file (ignored)")
-                    continue
-                bases.append(int(m.group(1)))
-            elif name.endswith(".txnindex"):
-                txn_files.add(name[: -len(".txnindex")])
-            elif name.endswith(".swap"):
-                self.warnings.append(f"{os.path.join(self.path, name)}: an unfinished segment swap (ignored)")
-            elif name.endswith(".snapshot"):
-                stem = name[: -len(".snapshot")]
-                if len(stem) == 20 and stem.isdigit():
-                    snapshots.append(int(stem))
+        odd = []
+        with os.scandir(self.path) as listing:
+            for entry in listing:
+                name = entry.name
+                m = _SEGMENT_LOG_RE.match(name)
+                if m:
+                    # as LogLoader, which lists files only (the listing's file type: no stat but for a symlink)
+                    if entry.is_file():
+                        bases.append(int(m.group(1)))
+                    else:
+                        odd.append(f"{entry.path}: not a file (ignored)")
+                elif name.endswith(".txnindex"):
+                    txn_files.add(name[: -len(".txnindex")])
+                elif name.endswith(".swap"):
+                    odd.append(f"{entry.path}: an unfinished segment swap (ignored)")
+                elif name.endswith(".snapshot"):
+                    stem = name[: -len(".snapshot")]
+                    if len(stem) == 20 and stem.isdigit():
+                        snapshots.append(int(stem))
+        self.warnings.extend(sorted(odd))
         bases.sort()
         # which segments have a .txnindex is known from the listing, but for the last one: a broker (or a
         # PartitionWriter) may still be appending to it, and its index file appears with its first abort
@@ -1048,6 +1053,7 @@ class Partition:
         self._txn_scan = None
         self._snapshot_offsets = sorted(snapshots)  # offsets of the .snapshot files (listed with the segments)
         self._snapshot_replays: dict = {}  # snapshot offset -> (replay from it, index of its first segment)
+        self._snapshot_txns: dict = {}  # snapshot offset -> its open transactions, None if it cannot be read
         #: :class:`LogInconsistencyError` s found by replays (see ``_check_replay``), also in ``warnings``
         self.inconsistencies: list[LogInconsistencyError] = []
 
@@ -1138,12 +1144,15 @@ class Partition:
         for offset in reversed(self._snapshot_offsets):
             if not lo <= offset <= limit:
                 continue
-            try:
-                entries = read_snapshot(os.path.join(self.path, f"{offset:020d}.snapshot"))
-            except (KafkaTxError, OSError):
-                continue  # a damaged snapshot: an older one, or the full replay, decides
-            return offset, {e.producer_id: e.current_txn_first_offset for e in entries
-                            if e.current_txn_first_offset >= 0}  # fmt: skip
+            if offset not in self._snapshot_txns:  # (each file read once: the LSO and every replay ask)
+                try:
+                    entries = read_snapshot(os.path.join(self.path, f"{offset:020d}.snapshot"))
+                except (KafkaTxError, OSError):
+                    entries = None  # a damaged snapshot: an older one, or the full replay, decides
+                self._snapshot_txns[offset] = None if entries is None else {
+                    e.producer_id: e.current_txn_first_offset for e in entries if e.current_txn_first_offset >= 0}
+            if self._snapshot_txns[offset] is not None:
+                return offset, dict(self._snapshot_txns[offset])
         return None
 
     def _replay_from(self, snapshot) -> tuple[_TxnScan, int]:

@@ -498,6 +498,11 @@ def test_every_integer_argument_takes_numpy_integers_and_refuses_bools(codec):
         encode_marker("abort", producer_id=7, producer_epoch=0, base_offset=4, timestamp=1 << 63)
     with pytest.raises(InvalidAppendError, match="negative timestamp"):
         encode_marker("abort", producer_id=7, producer_epoch=0, base_offset=4, timestamp=-5)
+    for good in (np.int64(1), np.uint64(1), _Small.ONE):
+        assert codec.encode_arrow(table, records_per_batch=good) == codec.encode_arrow(table, records_per_batch=1)
+    for bad in (True, np.bool_(True), 5.0, 1 << 63, 0):
+        with pytest.raises(InvalidAppendError, match="records_per_batch"):
+            codec.encode_arrow(table, records_per_batch=bad)
     with pytest.raises(InvalidAppendError, match="C-contiguous"):  # numpy refuses with a ValueError of its own
         codec.BatchBuilder().append(np.arange(10, dtype=np.uint8)[::2], timestamp=1)
 

@@ -945,6 +945,32 @@ def test_an_abort_marker_fed_again_does_not_end_the_next_aborted_transaction(cod
         assert offsets(f.feed(log)) == [5, 6]
 
 
+def test_discard_pending_between_fetch_responses(codec):
+    """A Fetch response may end inside a batch, and a batch straddling the LSO is held back: the next fetch,
+    from next_offset, sends that batch again whole, so the held-back bytes are dropped first (else they
+    would be completed with the wrong bytes).  The same before a fetch that starts over from further back:
+    the result is then a fresh filter's."""
+    p1 = data(codec, 2, 1, pid=1, epoch=0, seq=0, txn=True)
+    t0, t3 = data(codec, 0, 1, pid=2, epoch=0, seq=0, txn=True), data(codec, 3, 1, pid=2, epoch=0, seq=1, txn=True)
+    a1, c4, c5 = marker("abort", 2, 0, 1), marker("commit", 1, 0, 4), marker("commit", 2, 0, 5)
+    whole = t0 + a1 + p1 + t3 + c4 + c5
+    fresh = offsets(codec.ReadCommittedFilter([(2, 0)], fetch_offset=0, last_stable_offset=6).feed(whole))
+    assert fresh == [2, 3]
+    # held back at the LSO, then a fetch from offset 0 with that response's aborted list and LSO
+    f = codec.ReadCommittedFilter([], fetch_offset=2, last_stable_offset=2)
+    assert offsets(f.feed(p1 + t3)) == [] and f.pending_bytes == len(p1 + t3)
+    assert f.discard_pending() == len(p1 + t3) and f.pending_bytes == 0
+    f.add_aborted_transactions([(2, 0)])
+    f.last_stable_offset = 6
+    assert offsets(f.feed(whole)) == fresh
+    # a response cut inside its last batch; the next response, from next_offset, starts with that batch whole
+    f = codec.ReadCommittedFilter([(2, 0)], fetch_offset=0)
+    got = offsets(f.feed(whole[: len(t0 + a1 + p1) + 10]))
+    assert f.next_offset == 3 and f.discard_pending() == 10
+    got += offsets(f.feed(t3 + c4 + c5))
+    assert got == fresh and f.next_offset == 6
+
+
 # ------------------------------------------------------------------ marker types in header scans
 def _scan_control_types(codec, log, tmp_path, *, verify_control):
     """control_type of scan_batches and of scan_batches_fd over the same bytes on disk."""

@@ -28,8 +28,8 @@ import time
 from . import _control, _legacy
 from . import compression as _compression
 from ._common import (ARROW_COLUMNS, TIMESTAMP_TYPE_BITS, RecordList, arrow_schema, bytes_error, check_builder_args,
-                      check_offsets_fit, column_names, encode_table, header_key_bytes, i64, int64_arg, isolation_flag,
-                      new_aborted_pairs, one_array, timestamp_type_bits)
+                      check_offsets_fit, check_records_per_batch, column_names, encode_table, header_key_bytes, i64,
+                      int64_arg, isolation_flag, new_aborted_pairs, one_array, timestamp_type_bits)
 from ._common import as_bytes as _as_bytes, as_headers as _as_headers
 from ._consts import COMPRESSION_IDS, COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import (
@@ -1239,6 +1239,9 @@ cdef class ReadCommittedFilter:
 
     Feed it the record bytes of one partition in order (consecutive Fetch responses, or a segment in
     arbitrary pieces); an incomplete batch at the end of a chunk is kept and completed by the next one.
+    A Fetch response's cut-off last batch (and a batch held back at the last stable offset) is sent again
+    whole by the next fetch, from ``next_offset``: between Fetch responses, and before a fetch that starts
+    over from an older offset, call :meth:`discard_pending`.
     One thread at a time: another thread feeding it or adding aborted transactions while it decodes gets a
     RuntimeError.
     """
@@ -1345,6 +1348,14 @@ cdef class ReadCommittedFilter:
     def pending_bytes(self):
         """Bytes of an incomplete batch held back until the next chunk completes it."""
         return len(self._pending)
+
+    def discard_pending(self):
+        """Drop the bytes held back (:attr:`pending_bytes`), as a consumer drops the cut-off end of a Fetch
+        response: the next fetch, from ``next_offset``, sends that batch again whole.  Returns how many."""
+        self._check_idle()
+        n = len(self._pending)
+        self._pending = b""
+        return n
 
     def feed(self, data):
         """Decode one chunk; returns the visible records (``next_offset`` tells where to go on)."""
@@ -2824,7 +2835,7 @@ cdef object _binary_array(object pa, object col, str name, BinView *v, list keep
     return col
 
 
-def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, producer_id=-1, producer_epoch=-1,
+def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1, producer_epoch=-1,
                  base_sequence=-1, transactional=False, compression="none", compression_level=None,
                  timestamp_type="create_time", partition_leader_epoch=-1, timestamp=None):
     """Encode the rows of a ``pyarrow.Table``/``RecordBatch`` as consecutive v2 record batches, in C.
@@ -2862,7 +2873,8 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
     _compression.check_level(cid, compression_level)
     attributes = cid | timestamp_type_bits(timestamp_type) | (TRANSACTIONAL_FLAG_MASK if transactional else 0)
     default_ts = int(time.time() * 1000) if timestamp is None else int64_arg(timestamp, "timestamp")
-    table, tcol, hcol = encode_table(table, records_per_batch, header_rows=False)
+    cdef Py_ssize_t per_batch = check_records_per_batch(records_per_batch)
+    table, tcol, hcol = encode_table(table, per_batch, header_rows=False)
     names = set(table.column_names)
     n = table.num_rows
     check_offsets_fit(base_offset, n)
@@ -2902,7 +2914,7 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
     c.ts_valid = ts_valid
     c.ts_shift = ts_shift
     c.default_ts = default_ts
-    cdef Py_ssize_t nbatches = (n + records_per_batch - 1) // records_per_batch
+    cdef Py_ssize_t nbatches = (n + per_batch - 1) // per_batch
     cdef Py_ssize_t *sizes = <Py_ssize_t *>malloc((nbatches + 1) * sizeof(Py_ssize_t))
     cdef Py_ssize_t b, bad = -1, plen, max_size = 0
     cdef uint8_t *o = NULL
@@ -2923,7 +2935,7 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
     try:
         # pass 1: every record's size, so each batch (and the whole output) is allocated once
         with nogil:
-            total = _encode_sizes(&c, n, records_per_batch, sizes, &bad)
+            total = _encode_sizes(&c, n, per_batch, sizes, &bad)
         if total < 0:
             _raise_encode_error(&c, total, bad)
         # pass 2: write the records of each batch behind a space for its header, then the header and CRC
@@ -2933,7 +2945,7 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
             kx_advise_huge(o, total)
             with nogil:
                 for b in range(nbatches):
-                    _encode_batch(&c, o, b * records_per_batch, min(n, (b + 1) * records_per_batch), sizes[b], &bp,
+                    _encode_batch(&c, o, b * per_batch, min(n, (b + 1) * per_batch), sizes[b], &bp,
                                   &hj)
                     o += RECORD_BATCH_OVERHEAD + sizes[b]
             return out
@@ -2945,8 +2957,8 @@ def encode_arrow(table, *, Py_ssize_t records_per_batch=1000, base_offset=0, pro
         parts = []
         try:
             for b in range(nbatches):
-                start = b * records_per_batch
-                stop = min(n, start + records_per_batch)
+                start = b * per_batch
+                stop = min(n, start + per_batch)
                 with nogil:
                     max_ts = _encode_records(&c, o + RECORD_BATCH_OVERHEAD, start, stop, &hj)
                 view = PyMemoryView_FromMemory(<char *>o + RECORD_BATCH_OVERHEAD, sizes[b], PyBUF_READ)

@@ -17,6 +17,7 @@ from ._common import (
     ARROW_COLUMNS,
     RecordList,
     arrow_schema,
+    check_records_per_batch,
     encode_table,
     INT64_MAX,
     as_bytes,
@@ -672,6 +673,9 @@ class ReadCommittedFilter:
 
     Feed it the record bytes of one partition in order (consecutive Fetch responses, or a segment in
     arbitrary pieces); an incomplete batch at the end of a chunk is kept and completed by the next one.
+    A Fetch response's cut-off last batch (and a batch held back at the last stable offset) is sent again
+    whole by the next fetch, from ``next_offset``: between Fetch responses, and before a fetch that starts
+    over from an older offset, call :meth:`discard_pending`.
     One thread at a time: another thread feeding it or adding aborted transactions while it decodes gets a
     RuntimeError.
     """
@@ -718,6 +722,14 @@ class ReadCommittedFilter:
     def pending_bytes(self) -> int:
         """Bytes of an incomplete batch held back until the next chunk completes it."""
         return len(self._pending)
+
+    def discard_pending(self) -> int:
+        """Drop the bytes held back (:attr:`pending_bytes`), as a consumer drops the cut-off end of a Fetch
+        response: the next fetch, from ``next_offset``, sends that batch again whole.  Returns how many."""
+        self._check_idle()
+        n = len(self._pending)
+        self._pending = b""
+        return n
 
     def feed(self, data) -> RecordList:
         """Decode one chunk; returns the visible records (``next_offset`` tells where to go on)."""
@@ -1310,6 +1322,7 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
     timestamp_type_bits(timestamp_type)
     _compression.check_level(_compression.codec_id(compression), compression_level)
     default_ts = int(time.time() * 1000) if timestamp is None else int64_arg(timestamp, "timestamp")
+    records_per_batch = check_records_per_batch(records_per_batch)
     table, tcol, header_rows = encode_table(table, records_per_batch)
     names = set(table.column_names)
 

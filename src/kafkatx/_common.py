@@ -279,6 +279,14 @@ def _min(col):
     return pc.min(col).as_py()
 
 
+def check_records_per_batch(records_per_batch) -> int:
+    """encode_arrow's ``records_per_batch`` as an int (the integer rule of :func:`as_int`), at least 1."""
+    n = as_int(records_per_batch)
+    if n is None or not 1 <= n <= INT32_MAX:
+        raise InvalidAppendError(f"records_per_batch must be an integer in [1, {INT32_MAX}], got {records_per_batch!r}")
+    return n
+
+
 def encode_table(table, records_per_batch, header_rows: bool = True):
     """Check the input of ``encode_arrow``; returns ``(table, timestamps, headers)``.
 
@@ -288,8 +296,7 @@ def encode_table(table, records_per_batch, header_rows: bool = True):
     """
     import pyarrow as pa
 
-    if not isinstance(records_per_batch, int) or records_per_batch < 1:
-        raise InvalidAppendError(f"records_per_batch must be a positive integer, got {records_per_batch!r}")
+    check_records_per_batch(records_per_batch)
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     if not isinstance(table, pa.Table):

@@ -1359,7 +1359,6 @@ class Partition:
             # decoded in one piece: map the pages in on the read-ahead thread while the aborted transactions
             # are collected (a replay of batch headers when .txnindex files are missing), as far as it gets
             prefetch = self._early_prefetch(start, upper)
-        known = len(self.inconsistencies)
         try:
             aborted = []
             if isolation == "read_committed" and start < upper:
@@ -1370,7 +1369,8 @@ class Partition:
             raise
         got = LogRead(self, start, upper, isolation, format, columns, aborted, chunk_bytes, large_binary,
                       inflate_threads, prefetch)
-        got.warnings.extend(str(e) for e in self.inconsistencies[known:])  # found by this read's replay
+        if isolation == "read_committed":  # what replays found (this read's, or earlier ones it relies on)
+            got.warnings.extend(str(e) for e in self.inconsistencies)
         return got
 
     def _segments_between(self, start: int, upper: int) -> list:

@@ -945,6 +945,23 @@ def test_an_abort_marker_fed_again_does_not_end_the_next_aborted_transaction(cod
         assert offsets(f.feed(log)) == [5, 6]
 
 
+def test_filter_offsets_are_int64_on_both_backends(codec):
+    """fetch_offset and last_stable_offset are int64 (the compiled filter keeps them so): outside it an
+    OverflowError, not an integer a TypeError, on both backends and through the one-call decoders."""
+    log = data(codec, 0, 1)
+    for name in ("fetch_offset", "last_stable_offset"):
+        for bad, exc in ((1 << 63, OverflowError), (-(1 << 63) - 1, OverflowError), (1.5, TypeError),
+                         ("3", TypeError), (True, TypeError)):  # fmt: skip
+            with pytest.raises(exc, match=name):
+                codec.ReadCommittedFilter([], **{name: bad})
+            for decode in (codec.decode_records, codec.decode_arrow):
+                with pytest.raises(exc, match=name):
+                    decode(log, isolation="read_committed", **{name: bad})
+    import numpy as np
+
+    assert offsets(codec.ReadCommittedFilter([], fetch_offset=np.int64(0), last_stable_offset=np.int64(1)).feed(log)) == [0]
+
+
 def test_discard_pending_between_fetch_responses(codec):
     """A Fetch response may end inside a batch, and a batch straddling the LSO is held back: the next fetch,
     from next_offset, sends that batch again whole, so the held-back bytes are dropped first (else they

@@ -1264,6 +1264,11 @@ cdef class ReadCommittedFilter:
     def __init__(self, aborted_transactions=None, *, isolation="read_committed", last_stable_offset=None,
                  fetch_offset=None, bint verify_crc=True,
                  Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE, inflate_threads=0):
+        # (int64, as the compiled filter keeps them: the same TypeError/OverflowError on both backends)
+        if last_stable_offset is not None:
+            last_stable_offset = int64_arg(last_stable_offset, "last_stable_offset")
+        if fetch_offset is not None:
+            fetch_offset = int64_arg(fetch_offset, "fetch_offset")
         self._committed = isolation_flag(isolation)
         self._seen = set()
         self.last_stable_offset = last_stable_offset

@@ -691,6 +691,11 @@ class ReadCommittedFilter:
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
         inflate_threads: int = 0,
     ):
+        # (int64, as the compiled filter keeps them: the same TypeError/OverflowError on both backends)
+        if last_stable_offset is not None:
+            last_stable_offset = int64_arg(last_stable_offset, "last_stable_offset")
+        if fetch_offset is not None:
+            fetch_offset = int64_arg(fetch_offset, "fetch_offset")
         self._committed = isolation_flag(isolation)
         self._heap = []
         self._seen = set()

@@ -588,6 +588,25 @@ def test_generate_through_the_cli(capfd, tmp_path):
     assert (tmp_path / "g" / "manifest.json").is_file()
     code, _, err = run(capfd, "generate")
     assert code == 2 and "path" in err
+    # small segments need small batches: the advice of the error can be followed from the command line, and a
+    # directory the failed run created is not left behind
+    small = tmp_path / "small"
+    code, _, err = run(capfd, "generate", "--records", "500", "--workers", "0", "--quiet", "--segment-bytes", "8192",
+                       str(small))  # fmt: skip
+    assert code == 1 and "--batch-records" in err and not small.exists()
+    code, _, err = run(capfd, "generate", "--records", "500", "--workers", "0", "--quiet", "--segment-bytes", "8192",
+                       "--batch-records", "5", "20", str(small))  # fmt: skip
+    assert code == 0, err
+    assert len(list((small / "orders-0").glob("*.log"))) > 2
+    code, out, err = run(capfd, "verify", str(small))
+    assert code == 0, err
+    # hanging wants the broker's log directory: a partition directory or an empty one is a usage error, not
+    # an empty report
+    code, out, err = run(capfd, "hanging", str(small / "orders-0"))
+    assert code == 2 and "looks like a partition directory, give its parent" in err and out == ""
+    (tmp_path / "empty").mkdir()
+    code, out, err = run(capfd, "hanging", str(tmp_path / "empty"))
+    assert code == 2 and "no <topic>-<partition> directories" in err
 
 
 def test_python_dash_m_kafkatx_version():

@@ -314,7 +314,11 @@ def test_batches_larger_than_a_segment_write_nothing(tmp_path):
     out = tmp_path / "small"
     with pytest.raises(ValueError, match=r"batches of up to 400 records do not fit in segment_bytes=65536"):
         generate(out, records=3000, segment_bytes=64 << 10, compression="none", workers=0)
-    assert out.is_dir() and not any(out.iterdir())
+    assert not out.exists()  # the directory the call made is gone with what it wrote
+    out.mkdir()
+    with pytest.raises(ValueError, match=r"do not fit"):
+        generate(out, records=3000, segment_bytes=64 << 10, compression="none", workers=0)
+    assert out.is_dir() and not any(out.iterdir())  # one given empty stays, empty
     generate(out, records=3000, segment_bytes=64 << 10, batch_records=(5, 60), compression="none", workers=0)
 
 

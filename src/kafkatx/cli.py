@@ -953,6 +953,9 @@ def cmd_hanging(args) -> int:
     except (kafkatx.KafkaTxError, OSError) as exc:
         _err(f"error: {exc}")
         return EXIT_ERROR
+    except ValueError as exc:  # not a log directory
+        _err(f"error: {exc}")
+        return EXIT_USAGE
     rows = [_HANGING_HEADERS] + [
         (h.topic, str(h.partition), str(h.producer_id), str(h.producer_epoch), str(h.coordinator_epoch),
          str(h.start_offset), str(h.last_timestamp), str(h.duration_ms // 60_000), h.transactional_id or "-",

@@ -31,6 +31,7 @@ are reported with ``transactional_id=None``).
 from __future__ import annotations
 
 import os
+import re
 from typing import NamedTuple
 
 from ..txnlog import TransactionState, UnknownKey, decode_txn_records
@@ -40,6 +41,8 @@ __all__ = ["HangingTransaction", "find_hanging_transactions", "transaction_state
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 15 * 60_000  # find-hanging --max-transaction-timeout (15 minutes)
 TXN_STATE_TOPIC = "__transaction_state"
 _PENDING = (TransactionState.Ongoing, TransactionState.PrepareCommit, TransactionState.PrepareAbort)
+
+_PARTITION_DIR_RE = re.compile(r"^.+-\d+$")
 
 
 class HangingTransaction(NamedTuple):
@@ -96,6 +99,12 @@ def find_hanging_transactions(log_dir, *, max_transaction_timeout_ms: int = DEFA
     open_txns = []
     newest = max((v.last_update_timestamp_ms for v in states.values()), default=-1)
     with open_log_dir(os.fspath(log_dir)) as d:
+        if not len(d) and not states:  # (a partition directory, or an empty one: nothing would be checked)
+            path = os.fspath(log_dir)
+            hint = (f"; {os.path.basename(os.path.normpath(path))} looks like a partition directory, give its parent"
+                    if _PARTITION_DIR_RE.match(os.path.basename(os.path.normpath(path))) else "")
+            raise ValueError(f"{path}: no <topic>-<partition> directories here, so nothing to check: give a broker "
+                             f"log directory{hint}")  # fmt: skip
         for (topic, partition), part in sorted(d.items()):
             for entry in part.producer_state().producers.values():
                 newest = max(newest, entry.last_timestamp)

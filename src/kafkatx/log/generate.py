@@ -771,7 +771,8 @@ def generate(path, *, topics=("orders",), partitions: int = 3, records=DEFAULT_R
         cpus = os.cpu_count() or 1
         workers = 0 if cpus < 2 else min(cpus, 4)
     path = os.fspath(path)
-    if os.path.exists(path) and os.listdir(path):
+    existed = os.path.exists(path)
+    if existed and os.listdir(path):
         if not overwrite:
             raise FileExistsError(f"{path} is not empty (pass overwrite=True to replace it)")
         shutil.rmtree(path)
@@ -807,10 +808,11 @@ def generate(path, *, topics=("orders",), partitions: int = 3, records=DEFAULT_R
         # a workload that cannot be written whole is not written at all
         coord.close()
         shutil.rmtree(path)
-        os.makedirs(path)
+        if existed:
+            os.makedirs(path)  # (as it was: empty, or emptied by overwrite)
         raise RecordBatchTooLargeError(
             f"{exc}: batches of up to {hi} records do not fit in segment_bytes={segment_bytes}; raise segment_bytes "
-            "or lower batch_records (nothing was written)"
+            "or lower batch_records (--batch-records; nothing was written)"
         ) from None
     finally:
         pool.close()
@@ -1001,6 +1003,9 @@ def build_parser(prog: str = "kafkatx generate") -> argparse.ArgumentParser:
     p.add_argument("--open-transactions", type=int, default=1)
     p.add_argument("--compression", default="mixed", choices=COMPRESSIONS + ("mixed",))
     p.add_argument("--segment-bytes", type=_size, default=1 << 20)
+    p.add_argument("--batch-records", type=int, nargs=2, default=(20, 400), metavar=("MIN", "MAX"),
+                   help="records per batch, drawn between MIN and MAX (default 20 400); small segments need small "
+                        "batches")  # fmt: skip
     p.add_argument("--keys", type=int, default=10_000, help="distinct customer keys")
     p.add_argument("--transaction-version", type=int, default=2, choices=(0, 1, 2))
     p.add_argument("--validate", action="store_true", help="have the writers decode every batch (slower)")
@@ -1030,7 +1035,7 @@ def main_generate(argv=None) -> int:
                      idempotent_producers=args.idempotent_producers, plain_producers=args.plain_producers,
                      retry_ratio=args.retry_ratio, target_bytes=args.target_bytes, keys=args.keys,
                      transaction_version=args.transaction_version, validate=args.validate, workers=args.workers,
-                     overwrite=args.overwrite)  # fmt: skip
+                     overwrite=args.overwrite, batch_records=tuple(args.batch_records))  # fmt: skip
     except (ValueError, FileExistsError, KafkaTxError, OSError) as exc:
         print(f"kafkatx generate: error: {exc}", file=sys.stderr)
         return 1 if not isinstance(exc, ValueError) or isinstance(exc, KafkaTxError) else 2

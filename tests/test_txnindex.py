@@ -256,9 +256,20 @@ def test_transaction_index_reopen_and_partial_tail(tmp_path):
 def test_transaction_index_sanity_check_uses_file_name(tmp_path):
     path = tmp_path / "00000000000000000050.txnindex"
     path.write_bytes(encode_txnindex([AbortedTxn(1, 40, 49, 50)]))
+    idx = TransactionIndex(path)  # opened, read and truncated as Kafka does: only sanity_check applies the rule
+    assert idx.all_aborted_txns() == [AbortedTxn(1, 40, 49, 50)] and idx.last_offset == 49
     with pytest.raises(CorruptIndexError, match="less than start offset 50"):
-        TransactionIndex(path)
+        idx.sanity_check()
     TransactionIndex(path, base_offset=0).sanity_check()
+    idx.reset()  # the remedy for an index that fails the check: emptied, then rebuilt
+    assert path.read_bytes() == b"" and idx.last_offset is None
+    idx.sanity_check()
+    idx.append(AbortedTxn(1, 60, 61, 62))
+    assert idx.all_aborted_txns() == [AbortedTxn(1, 60, 61, 62)]
+    idx.close()
+    path.write_bytes(b"\x01\x00" + bytes(32))  # a version Kafka's iterator refuses: reading fails too
+    with pytest.raises(CorruptIndexError, match="version"):
+        TransactionIndex(path)
 
 
 def test_write_txnindex_rejects_unordered(tmp_path):

@@ -287,6 +287,9 @@ def write_txnindex(path, entries: Iterable, *, fsync: bool = True) -> None:
 
 
 
+_NO_BASE_CHECK = -(1 << 63)  # a base offset no entry lies below: read_txnindex without the sanity check
+
+
 class TransactionIndex:
     """A segment's ``.txnindex`` file, appended to like Kafka's ``TransactionIndex``.
 
@@ -303,9 +306,14 @@ class TransactionIndex:
         self._fh = None
         self._last_offset = None
         if os.path.exists(self.path):
-            entries = read_txnindex(self.path, base_offset=base_offset)
+            entries = self._entries()
             if entries:
                 self._last_offset = entries[-1].last_offset
+
+    def _entries(self) -> list[AbortedTxn]:
+        """The entries, with Kafka's iterator check (the version) but not :meth:`sanity_check`'s (entries
+        below the base offset): Kafka reads, truncates and resets an index that fails that one."""
+        return read_txnindex(self.path, base_offset=_NO_BASE_CHECK)
 
     # -- state ----------------------------------------------------------------------------------
     @property
@@ -370,8 +378,11 @@ class TransactionIndex:
         self._last_offset = entries[keep - 1].last_offset if keep else None
 
     def reset(self) -> None:
-        """Remove every entry (empty the file)."""
-        self.truncate_to(-(1 << 63))
+        """Remove every entry (empty the file, whatever it holds, as Kafka's ``reset``)."""
+        self.close()
+        if os.path.exists(self.path):
+            os.truncate(self.path, 0)
+        self._last_offset = None
 
     def close(self) -> None:
         if self._fh is not None:
@@ -390,11 +401,15 @@ class TransactionIndex:
             self._fh.flush()
         if not os.path.exists(self.path):
             return []
-        return read_txnindex(self.path, base_offset=self.base_offset)
+        return self._entries()
 
     def sanity_check(self) -> None:
-        """Raise if an entry has a bad version or lies below the segment base offset."""
-        self.all_aborted_txns()
+        """Raise if an entry has a bad version or lies below the segment base offset (Kafka's
+        ``sanityCheck``, which decides on a broker's start whether the index is rebuilt)."""
+        if self._fh is not None:
+            self._fh.flush()
+        if os.path.exists(self.path):
+            read_txnindex(self.path, base_offset=self.base_offset)
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int):
         """``(aborted, is_complete)`` for a fetch of ``[fetch_offset, upper_bound_offset)``."""

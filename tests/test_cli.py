@@ -271,11 +271,11 @@ def test_dump_snapshot(capfd):
             f"producerId: {e['producer_id']} producerEpoch: {e['producer_epoch']} "
             f"coordinatorEpoch: {e['coordinator_epoch']} "
             f"currentTxnFirstOffset: {'OptionalLong.empty' if first < 0 else f'OptionalLong[{first}]'} "
-            f"lastTimestamp: {e['timestamp']}"
+            f"lastTimestamp: {e['timestamp']} "
         )
         if e["last_offset"] >= 0:
             line += (
-                f" firstSequence: {e['first_sequence']} lastSequence: {e['last_sequence']} "
+                f"firstSequence: {e['first_sequence']} lastSequence: {e['last_sequence']} "
                 f"lastOffset: {e['last_offset']} offsetDelta: {e['offset_delta']} timestamp: {e['timestamp']}"
             )
         want.append(line)
@@ -709,3 +709,16 @@ def test_dump_index_reports_entries_the_log_does_not_back(capfd, tmp_path):
     log.unlink()
     code, out, err = run(capfd, "dump", str(timeindex))
     assert code == 0 and "no 00000000000000000000.log beside it" in err
+
+
+def test_dump_skip_record_metadata_prefixes_like_kafka(capfd, tmp_path):
+    """DumpLogSegments with --skip-record-metadata --print-data-log: "| key: k payload: v", and with a null
+    key " payload: v" (its payload is always printed after a plain space)."""
+    b = kafkatx.BatchBuilder()
+    b.append(b"v1", b"k1", timestamp=1)
+    b.append(b"v2", None, timestamp=2)
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(b.build())
+    code, out, err = run(capfd, "dump", "--print-data-log", "--skip-record-metadata", str(seg))
+    assert code == 0, err
+    assert out.splitlines()[-2:] == ["| key: k1 payload: v1", " payload: v2"]

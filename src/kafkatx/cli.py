@@ -279,7 +279,7 @@ def _record_output(batch, record, args, legacy_crc, as_json):
             parts.append(f"{prefix}key: {_text(key)}")
             prefix = " "
         if value is not None:
-            parts.append(f"{prefix}payload: {_text(value)}")
+            parts.append(f" payload: {_text(value)}")  # (DumpLogSegments writes " payload: " with no prefix)
     return "".join(parts)
 
 
@@ -524,6 +524,8 @@ def _snapshot_line(e) -> str:
             f" firstSequence: {first_seq} lastSequence: {e.last_sequence} lastOffset: {e.last_offset} "
             f"offsetDelta: {e.offset_delta} timestamp: {e.timestamp}"
         )
+    else:
+        line += " "  # (DumpLogSegments prints "lastTimestamp: N " and then the batch metadata, if any)
     return line
 
 

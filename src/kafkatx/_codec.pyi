@@ -204,8 +204,8 @@ class BatchBuilder:
     ) -> int:
         """Append one record; returns its offset (the next one, or ``offset``).
 
-        ``timestamp`` and ``offset`` are integers (anything with ``__index__``: a float or a str is a
-        TypeError) in int64 (else OverflowError).  InvalidAppendError for what MemoryRecordsBuilder refuses:
+        ``timestamp`` and ``offset`` are integers (anything with ``__index__`` but a bool: a float, a str or
+        a bool is a TypeError) in int64 (else OverflowError).  InvalidAppendError for what MemoryRecordsBuilder refuses:
         an offset not above the previous one (also the one after 2^63-1, which Java's long wraps), a
         negative timestamp other than -1, a builder already built; and for a key, value or header that is
         not a C-contiguous buffer (or None), or a header key that UTF-8 cannot encode.  The timestamp delta

@@ -27,9 +27,10 @@ import time
 
 from . import _control, _legacy
 from . import compression as _compression
-from ._common import (ARROW_COLUMNS, TIMESTAMP_TYPE_BITS, RecordList, arrow_schema, bytes_error, check_builder_args,
-                      check_offsets_fit, check_records_per_batch, column_names, encode_table, header_key_bytes, i64,
-                      int64_arg, isolation_flag, new_aborted_pairs, one_array, timestamp_type_bits)
+from ._common import (ARROW_COLUMNS, BUILT, TIMESTAMP_TYPE_BITS, RecordList, arrow_schema, bytes_error,
+                      check_builder_args, check_offsets_fit, check_records_per_batch, column_names, encode_table,
+                      header_key_bytes, i64, illegal_offset, int64_arg, isolation_flag, new_aborted_pairs, one_array,
+                      timestamp_type_bits)
 from ._common import as_bytes as _as_bytes, as_headers as _as_headers
 from ._consts import COMPRESSION_IDS, COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import (
@@ -2095,19 +2096,11 @@ cdef inline bint _int_in(object v, int64_t lo, int64_t hi, int64_t *out) noexcep
     return overflow == 0 and lo <= out[0] <= hi
 
 
-cdef int64_t _i64_arg(object v, str what) except? -1:
-    """An int64 argument (timestamp, offset) other than a plain int in range (which append converts itself):
-    ``int64_arg``'s rules (TypeError unless an integer, OverflowError outside int64), as the twin has them."""
-    return int64_arg(v, what)
-
-
 cdef int _append_refused(int why, int64_t last) except -1:
     """The cold raise of BatchBuilder.append (kept out of the hot function): 0 built, 1 no offset after ``last``."""
     if why == 0:
-        raise InvalidAppendError("this BatchBuilder is built: it takes no more appends (as Kafka's "
-                                 "MemoryRecordsBuilder after close()); start a new BatchBuilder for the next batch")
-    raise InvalidAppendError(f"illegal offset {i64(last + 1)} following previous offset {last} "
-                             "(offsets must increase monotonically)")
+        raise InvalidAppendError(BUILT)
+    raise illegal_offset(i64(last + 1), last)
 
 
 cdef bint _builder_args_ok(object base_offset, object producer_id, object producer_epoch, object base_sequence,
@@ -2249,10 +2242,9 @@ cdef class BatchBuilder:
         else:
             off = PyLong_AsLongLongAndOverflow(offset, &overflow) if type(offset) is int else 0
             if overflow or type(offset) is not int:
-                off = _i64_arg(offset, "offset")
+                off = int64_arg(offset, "offset")
             if self._has_last and off <= self._last_offset:
-                raise InvalidAppendError(f"illegal offset {off} following previous offset {self._last_offset} "
-                                         "(offsets must increase monotonically)")
+                raise illegal_offset(off, self._last_offset)
             if off < self.base_offset:
                 raise InvalidAppendError(f"offset {off} is below the batch base offset {self.base_offset}")
         delta = off - self.base_offset
@@ -2263,7 +2255,7 @@ cdef class BatchBuilder:
         else:
             ts = PyLong_AsLongLongAndOverflow(timestamp, &overflow) if type(timestamp) is int else 0
             if overflow or type(timestamp) is not int:
-                ts = _i64_arg(timestamp, "timestamp")
+                ts = int64_arg(timestamp, "timestamp")
             if ts < 0 and ts != -1:
                 raise InvalidAppendError(f"invalid negative timestamp {ts}")
         if self._count == INT32_MAX_:
@@ -2879,7 +2871,7 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
     attributes = cid | timestamp_type_bits(timestamp_type) | (TRANSACTIONAL_FLAG_MASK if transactional else 0)
     default_ts = int(time.time() * 1000) if timestamp is None else int64_arg(timestamp, "timestamp")
     cdef Py_ssize_t per_batch = check_records_per_batch(records_per_batch)
-    table, tcol, hcol = encode_table(table, per_batch, header_rows=False)
+    table, tcol, hcol = encode_table(table, header_rows=False)
     names = set(table.column_names)
     n = table.num_rows
     check_offsets_fit(base_offset, n)

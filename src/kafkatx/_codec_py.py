@@ -15,18 +15,21 @@ import time
 from . import _control, _legacy
 from ._common import (
     ARROW_COLUMNS,
+    BUILT,
+    INT64_MAX,
+    INT64_MIN,
     RecordList,
     arrow_schema,
-    check_records_per_batch,
-    encode_table,
-    INT64_MAX,
     as_bytes,
     as_headers,
     bytes_error,
     check_builder_args,
     check_offsets_fit,
+    check_records_per_batch,
+    encode_table,
     header_key_bytes,
     i64,
+    illegal_offset,
     int64_arg,
     isolation_flag,
     new_aborted_pairs,
@@ -83,7 +86,6 @@ __all__ = [
 ]
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header
-_I64_MIN, _I64_MAX = -(1 << 63), INT64_MAX
 _BE_I32 = struct.Struct(">i")
 _BE_I16 = struct.Struct(">h")
 
@@ -334,7 +336,7 @@ def _decode_v2_records(buf, pos, end, base, batch, out, fetch_offset, limit_offs
                 boff,
             )
         offset = base_offset + off_delta
-        if not _I64_MIN <= offset <= _I64_MAX:
+        if not INT64_MIN <= offset <= INT64_MAX:
             offset = i64(offset)  # Java long arithmetic (DefaultRecord.readFrom)
         if offset < fetch_offset or offset >= limit_offset:
             continue
@@ -342,7 +344,7 @@ def _decode_v2_records(buf, pos, end, base, batch, out, fetch_offset, limit_offs
             ts = max_ts
         else:
             ts = base_ts + ts_delta
-            if not _I64_MIN <= ts <= _I64_MAX:
+            if not INT64_MIN <= ts <= INT64_MAX:
                 ts = i64(ts)
         seq = increment_sequence(base_seq, off_delta) if base_seq >= 0 else -1
         out.append(Record(offset, ts, key, value, headers, seq))
@@ -1035,24 +1037,19 @@ class BatchBuilder:
     def append(self, value, key=None, *, timestamp=None, headers=(), offset=None) -> int:
         """Append one record; returns its offset."""
         if self._built:
-            raise InvalidAppendError(_BUILT)
+            raise InvalidAppendError(BUILT)
         last = self._last_offset
         if offset is None:
             if last is None:
                 offset = self._base_offset
             elif last == INT64_MAX:  # Java's lastOffset + 1 wraps, and MemoryRecordsBuilder refuses it
-                raise InvalidAppendError(
-                    f"illegal offset {i64(last + 1)} following previous offset {last} "
-                    "(offsets must increase monotonically)"
-                )
+                raise illegal_offset(i64(last + 1), last)
             else:
                 offset = last + 1
         else:
             offset = int64_arg(offset, "offset")
             if last is not None and offset <= last:
-                raise InvalidAppendError(
-                    f"illegal offset {offset} following previous offset {last} (offsets must increase monotonically)"
-                )
+                raise illegal_offset(offset, last)
             if offset < self._base_offset:
                 raise InvalidAppendError(f"offset {offset} is below the batch base offset {self._base_offset}")
         delta = offset - self._base_offset
@@ -1124,10 +1121,6 @@ class BatchBuilder:
             self._count,
             payload,
         )
-
-
-_BUILT = ("this BatchBuilder is built: it takes no more appends (as Kafka's MemoryRecordsBuilder after "
-          "close()); start a new BatchBuilder for the next batch")  # fmt: skip
 
 
 def _append_bytes(out: bytearray, data, what: str) -> None:
@@ -1328,7 +1321,7 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
     _compression.check_level(_compression.codec_id(compression), compression_level)
     default_ts = int(time.time() * 1000) if timestamp is None else int64_arg(timestamp, "timestamp")
     records_per_batch = check_records_per_batch(records_per_batch)
-    table, tcol, header_rows = encode_table(table, records_per_batch)
+    table, tcol, header_rows = encode_table(table)
     names = set(table.column_names)
 
     def column(name):

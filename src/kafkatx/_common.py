@@ -100,15 +100,23 @@ def int64_arg(value, what: str) -> int:
     return v
 
 
+def illegal_offset(offset: int, last: int) -> InvalidAppendError:
+    """MemoryRecordsBuilder's refusal of an offset not above the previous one (``offset`` may be the wrapped
+    one after Long.MAX_VALUE)."""
+    return InvalidAppendError(f"illegal offset {offset} following previous offset {last} (offsets must increase "
+                              "monotonically)")  # fmt: skip
+
+
+BUILT = ("this BatchBuilder is built: it takes no more appends (as Kafka's MemoryRecordsBuilder after close()); "
+         "start a new BatchBuilder for the next batch")  # fmt: skip
+
+
 def check_offsets_fit(base_offset: int, rows: int) -> None:
     """encode_arrow's rows numbered from ``base_offset`` must end by 2^63-1 (MemoryRecordsBuilder refuses the
     offset after Long.MAX_VALUE, which Java's long arithmetic wraps)."""
     if rows and base_offset > INT64_MAX - (rows - 1):
-        last = INT64_MAX
-        raise InvalidAppendError(
-            f"illegal offset {i64(last + 1)} following previous offset {last} (offsets must increase "
-            f"monotonically): {rows} rows from base_offset {base_offset} run past 2^63-1"
-        )
+        err = illegal_offset(INT64_MIN, INT64_MAX)
+        raise InvalidAppendError(f"{err}: {rows} rows from base_offset {base_offset} run past 2^63-1")
 
 
 def bytes_error(data, what: str) -> InvalidAppendError:
@@ -159,8 +167,8 @@ def check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, 
     ints ``(base_offset, producer_id, producer_epoch, base_sequence, leader_epoch, delete_horizon_ms)``."""
     out = []
     for name, v, lo, hi in (
-        ("base_offset", base_offset, 0, (1 << 63) - 1),
-        ("producer_id", producer_id, -(1 << 63), (1 << 63) - 1),
+        ("base_offset", base_offset, 0, INT64_MAX),
+        ("producer_id", producer_id, INT64_MIN, INT64_MAX),
         ("producer_epoch", producer_epoch, -(1 << 15), (1 << 15) - 1),
         ("base_sequence", base_sequence, -(1 << 31), INT32_MAX),
         ("partition_leader_epoch", leader_epoch, -(1 << 31), INT32_MAX),
@@ -179,7 +187,7 @@ def check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, 
             raise InvalidAppendError(f"invalid negative sequence number {base_sequence}")
     if delete_horizon_ms is not None:
         horizon = as_int(delete_horizon_ms)
-        if horizon is None or not 0 <= horizon < (1 << 63):
+        if horizon is None or not 0 <= horizon <= INT64_MAX:
             raise InvalidAppendError(f"delete_horizon_ms must be a non-negative integer, got {delete_horizon_ms!r}")
         delete_horizon_ms = horizon
     return base_offset, producer_id, producer_epoch, base_sequence, leader_epoch, delete_horizon_ms
@@ -257,7 +265,7 @@ def new_aborted_pairs(aborted_transactions, seen: set):
         except (TypeError, IndexError, KeyError):
             raise TypeError(f"aborted transactions are (producer_id, first_offset) pairs of ints (or AbortedTxn), "
                             f"got {entry!r}") from None  # fmt: skip
-        if not (-(1 << 63) <= pid < (1 << 63) and -(1 << 63) <= first < (1 << 63)):
+        if not (INT64_MIN <= pid <= INT64_MAX and INT64_MIN <= first <= INT64_MAX):
             raise ValueError(f"aborted transaction {(pid, first)!r}: producer id and first offset are int64")
         if (pid, first) in seen:
             continue
@@ -273,12 +281,6 @@ def one_array(col):
     return col.combine_chunks()
 
 
-def _min(col):
-    import pyarrow.compute as pc
-
-    return pc.min(col).as_py()
-
-
 def check_records_per_batch(records_per_batch) -> int:
     """encode_arrow's ``records_per_batch`` as an int (the integer rule of :func:`as_int`), at least 1."""
     n = as_int(records_per_batch)
@@ -287,7 +289,7 @@ def check_records_per_batch(records_per_batch) -> int:
     return n
 
 
-def encode_table(table, records_per_batch, header_rows: bool = True):
+def encode_table(table, header_rows: bool = True):
     """Check the input of ``encode_arrow``; returns ``(table, timestamps, headers)``.
 
     ``timestamps`` is an int64 array of milliseconds (nulls stay null) or None without a timestamp
@@ -296,7 +298,6 @@ def encode_table(table, records_per_batch, header_rows: bool = True):
     """
     import pyarrow as pa
 
-    check_records_per_batch(records_per_batch)
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     if not isinstance(table, pa.Table):
@@ -312,13 +313,13 @@ def encode_table(table, records_per_batch, header_rows: bool = True):
         col = one_array(table.column("timestamp"))
         t = col.type
         if pa.types.is_timestamp(t):
-            if t.unit in ("us", "ns"):  # finer units are floored to Kafka's milliseconds (a cast truncates)
-                import pyarrow.compute as pc
+            import pyarrow.compute as pc
 
+            if t.unit in ("us", "ns"):  # finer units are floored to Kafka's milliseconds (a cast truncates)
                 col = pc.floor_temporal(col, unit="millisecond")
             col = col.cast(pa.timestamp("ms", tz=t.tz), safe=False).view(pa.int64())
-            low = _min(col) if col.null_count < len(col) else 0
-            if low < 0:  # (-1 would silently write "no timestamp")
+            low = pc.min(col).as_py()  # (None when every one is null)
+            if low is not None and low < 0:  # (-1 would silently write "no timestamp")
                 raise InvalidAppendError(f"column 'timestamp' holds a negative time, before 1970 ({low} ms): Kafka's "
                                          f"timestamps are non-negative milliseconds (a null writes none)")  # fmt: skip
         elif pa.types.is_integer(t):

@@ -36,6 +36,7 @@ import struct
 import threading
 import zlib
 
+from ._common import as_int
 from ._consts import COMPRESSION_IDS, COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import DecompressedSizeError, DecompressionError, InvalidAppendError, UnsupportedCompressionError
 
@@ -84,8 +85,6 @@ def check_level(cid: int, level):
     """
     if level is None:
         return None
-    from ._common import as_int
-
     value = as_int(level)
     if value is None:
         raise TypeError(f"compression_level must be an integer or None, got {type(level).__name__}")

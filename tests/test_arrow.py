@@ -981,6 +981,30 @@ def test_map_in_arrow_decoder_names_a_timestamp_spark_cannot_hold(arrow, codec):
                 list(decode(batches))
 
 
+def test_inflate_threads_of_the_column_decoders(arrow, codec, monkeypatch):
+    """decode_column passes inflate_threads on (default None, as decode_arrow's); map_in_arrow_decoder
+    defaults to 0 (a Spark task has one core) and checks the value on the driver."""
+    data, _ = load_golden("segment_mixed")
+    batch = pa.record_batch({"value": pa.array(segment_rows(data), pa.binary())})
+    want = strip(codec.decode_arrow(data))
+    seen = []
+    real = codec.ReadCommittedFilter
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("inflate_threads", "unset"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(codec, "ReadCommittedFilter", spy)
+    assert strip(arrow.decode_column(batch.column(0))).equals(want)
+    assert strip(arrow.decode_column(batch.column(0), inflate_threads=1)).equals(want)
+    (got,) = arrow.map_in_arrow_decoder(spark_types=False)(iter([batch]))
+    assert strip(got).equals(want)
+    list(arrow.map_in_arrow_decoder(inflate_threads=None)(iter([batch])))
+    assert seen == [None, 1, 0, None]
+    with pytest.raises(ValueError, match="inflate_threads"):
+        arrow.map_in_arrow_decoder(inflate_threads=-1)
+
+
 def test_map_in_arrow_decoder(arrow, codec):
     data, _ = load_golden("segment_mixed")
     rows = segment_rows(data)

@@ -14,7 +14,9 @@ run: all four codecs (InflateAhead), and lz4 and zstd only (the C workers, where
 from __future__ import annotations
 
 import gc
+import os
 import pathlib
+import random
 import struct
 import threading
 
@@ -86,7 +88,7 @@ def _expect_workers(codec, log, kind):
 def test_same_records_and_columns_as_inflating_inline(codec, threads, kind):
     log = _log(codec, codecs=KINDS[kind])
     _expect_workers(codec, log, kind)
-    want = codec.decode_records(log)
+    want = codec.decode_records(log, inflate_threads=0)
     assert len(want) == 24 * 120
     got = codec.decode_records(log, inflate_threads=threads)
     assert _rows(got) == _rows(want)
@@ -95,7 +97,7 @@ def test_same_records_and_columns_as_inflating_inline(codec, threads, kind):
     # a truncated tail, a fetch offset inside a batch and an LSO inside another
     cut = log[: len(log) - 1000]
     kw = dict(isolation="read_committed", fetch_offset=130, last_stable_offset=2000)
-    a = codec.decode_records(cut, **kw)
+    a = codec.decode_records(cut, inflate_threads=0, **kw)
     b = codec.decode_records(cut, inflate_threads=threads, **kw)
     assert _rows(a) == _rows(b) and a[0].offset == 130 and a[-1].offset == 1999
     assert (a.valid_bytes, a.trailing_bytes, a.next_offset) == (b.valid_bytes, b.trailing_bytes, b.next_offset)
@@ -120,17 +122,17 @@ def test_aborted_batches_are_skipped_and_the_rest_still_matches(codec, kind):
     log = b"".join(parts)
     _expect_workers(codec, log, kind)
     kw = dict(isolation="read_committed", aborted_transactions=aborted)
-    want = codec.decode_records(log, **kw)
+    want = codec.decode_records(log, inflate_threads=0, **kw)
     assert len(want) == 8 * 50
     for threads in THREADS:
         assert _rows(codec.decode_records(log, inflate_threads=threads, **kw)) == _rows(want)
-        assert codec.decode_arrow(log, inflate_threads=threads, **kw).equals(codec.decode_arrow(log, **kw))
+        assert codec.decode_arrow(log, inflate_threads=threads, **kw).equals(codec.decode_arrow(log, inflate_threads=0, **kw))
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_filter_fed_in_pieces(codec, kind):
     log = _log(codec, batches=12, codecs=KINDS[kind])
-    want = codec.decode_records(log)
+    want = codec.decode_records(log, inflate_threads=0)
     for threads in THREADS:
         f = codec.ReadCommittedFilter(isolation="read_uncommitted", inflate_threads=threads)
         got = []
@@ -258,14 +260,14 @@ def test_the_c_workers_end_with_their_call():
     """Each C worker's libzstd context is freed when its thread ends: after the calls, no more are live
     than before (a worker left running, or a context leaked per call, would show here)."""
     log = _log(kafkatx, batches=40, codecs=("zstd",))
-    want = kafkatx.decode_arrow(log)
+    want = kafkatx.decode_arrow(log, inflate_threads=0)
     before = _codec._thread_resources()[0]
     for threads in (1, 2, 3) * 5:
         assert kafkatx.decode_arrow(log, inflate_threads=threads).equals(want)
     assert _codec._thread_resources()[0] == before
 
 
-@pytest.mark.parametrize("bad", [-1, 65, 1.5, True, "2", None])
+@pytest.mark.parametrize("bad", [-1, 65, 1.5, True, "2", "auto"])
 def test_inflate_threads_must_be_a_small_int(codec, bad):
     with pytest.raises(ValueError, match="inflate_threads"):
         codec.decode_records(b"", inflate_threads=bad)
@@ -277,7 +279,7 @@ def test_binary_views_outlive_the_ring_buffers(codec):
     # views point into the inflated payloads: with threads those must be payloads of their own, not the
     # ring's reusable buffers, which the next decode overwrites
     log = _log(codec, batches=16)
-    want = codec.decode_arrow(log)
+    want = codec.decode_arrow(log, inflate_threads=0)
     got = codec.decode_arrow(bytearray(log), binary_view=True, inflate_threads=2)
     codec.decode_records(_log(codec, batches=16, seed=3), inflate_threads=2)  # other payloads, same slots
     codec.decode_arrow(_log(codec, batches=16, seed=5), inflate_threads=1)
@@ -377,9 +379,103 @@ def test_reader_passes_it_through(tmp_path, compression_name):
         kinds = [_codec._ahead_kind(pathlib.Path(seg.log_path).read_bytes()) for seg in part.segments]
         assert "c" in kinds and set(kinds) <= {"c", None}
     with part:
-        want = list(part.read())
+        want = list(part.read(inflate_threads=0))
         got = list(part.read(inflate_threads=1))
         assert _rows(got) == _rows(want) and len(want) > 1000
-        assert part.read_table(inflate_threads=2).equals(part.read_table())
+        assert part.read_table(inflate_threads=2).equals(part.read_table(inflate_threads=0))
         with pytest.raises(ValueError, match="inflate_threads"):
             part.read(inflate_threads=-1)
+
+
+# ------------------------------------------------------------------ inflate_threads=None (the default)
+def _big_log(codec, compression_name, batches, records=1000, seed=11):
+    """Batches of barely compressible values: ``batches`` x ~``records`` x 110 bytes, compressed."""
+    rnd = random.Random(seed)
+    parts, offset = [], 0
+    for _ in range(batches):
+        b = codec.BatchBuilder(base_offset=offset, compression=compression_name)
+        for i in range(records):
+            b.append(rnd.randbytes(100), key=b"key-%06d" % i, timestamp=1_700_000_000_000 + offset + i)
+        parts.append(bytes(b.build()))
+        offset += records
+    return b"".join(parts)
+
+
+def test_none_is_auto_where_two_cpus_may_be_used(monkeypatch):
+    if hasattr(os, "sched_getaffinity"):
+        assert compression.usable_cpus() == len(os.sched_getaffinity(0))
+    monkeypatch.setattr(compression, "usable_cpus", lambda: 1)
+    assert compression.check_inflate_threads(None) == 0
+    monkeypatch.setattr(compression, "usable_cpus", lambda: 2)
+    assert compression.check_inflate_threads(None) == compression.INFLATE_AUTO
+    assert compression.check_inflate_threads(0) == 0 and compression.check_inflate_threads(3) == 3
+
+
+@pytest.mark.skipif(not C_WORKERS, reason="the system's libzstd or liblz4 cannot be loaded here")
+def test_which_calls_auto_hands_to_a_c_worker():
+    auto = compression.INFLATE_AUTO
+    zstd = _big_log(kafkatx, "zstd", 4)  # ~440 KB of zstd: worth a thread
+    assert len(zstd) > 256 << 10
+    assert _codec._ahead_kind(zstd, threads=auto) == "c"
+    assert _codec._ahead_kind(zstd[: len(zstd) // 2], threads=auto) is None  # two batches: inline
+    lz4 = _big_log(kafkatx, "lz4", 10)  # ~1.1 MB of lz4; three batches of it are not
+    assert _codec._ahead_kind(lz4, threads=auto) == "c"
+    assert _codec._ahead_kind(lz4[: 3 * len(lz4) // 10], threads=auto) is None
+    # never the Python workers: not for binary views, not for a codec the C workers do not take
+    assert _codec._ahead_kind(zstd, threads=auto, keep=True) is None
+    assert _codec._ahead_kind(zstd + _big_log(kafkatx, "gzip", 2), threads=auto) is None
+    assert _codec._ahead_kind(_log(kafkatx, batches=6, codecs=FAST), threads=auto) is None  # small: inline
+
+
+@pytest.mark.parametrize("compression_name", FAST)
+def test_the_default_decodes_what_inlining_does(codec, compression_name):
+    batches = 12 if compression_name == "zstd" else 30  # ~0.5 MB of zstd, ~1.3 MB of lz4
+    log = _big_log(codec, compression_name, batches, records=400)
+    if codec is _codec and C_WORKERS and compression.usable_cpus() >= 2:
+        assert _codec._ahead_kind(log, threads=compression.INFLATE_AUTO) == "c"
+    inline = codec.decode_records(log, inflate_threads=0)
+    assert _rows(codec.decode_records(log)) == _rows(inline) and len(inline) == batches * 400
+    assert codec.decode_arrow(log).equals(codec.decode_arrow(log, inflate_threads=0))
+    f = codec.ReadCommittedFilter(isolation="read_committed", last_stable_offset=4321)
+    assert _rows(f.feed(log)) == _rows(inline[:4321])
+    assert _no_inflate_threads() == []
+
+
+def test_parallel_decodes_filling_the_cpus_inflate_inline(codec, monkeypatch):
+    from kafkatx import arrow
+
+    seen = []
+    real = arrow.decode_arrow
+    monkeypatch.setattr(arrow, "decode_arrow", lambda c, **kw: seen.append(kw.get("inflate_threads", "-")) or real(c, **kw))
+    chunks = [_log(codec, batches=4, codecs=FAST, seed=s) for s in range(4)]
+    cpus = compression.usable_cpus()
+    want = [real(c) for c in chunks]
+    assert all(a.equals(b) for a, b in zip(arrow.decode_arrow_parallel(chunks, max_workers=cpus), want))
+    assert seen == [0] * 4  # the workers fill the CPUs: no inflater threads beside them
+    seen.clear()
+    arrow.decode_arrow_parallel(chunks[:1])  # one chunk, decoded on this thread: the default stays
+    assert seen == ["-"]
+    seen.clear()
+    arrow.decode_arrow_parallel(chunks, max_workers=cpus, inflate_threads=2)  # as given
+    assert seen == [2] * 4
+
+
+def test_buffers_of_signed_chars(codec):
+    """pyarrow's buffers (and array('b')) export signed chars: their bytes must still read as 0-255, inline,
+    through the inflate-ahead threads and in compression.decompress (the twin once read the lz4 header
+    checksum byte 0x82 as -0x7e there)."""
+    import pyarrow as pa
+
+    log = _log(codec, batches=12)
+    view = memoryview(pa.py_buffer(log))
+    assert view.format == "b"
+    want = _rows(codec.decode_records(log, inflate_threads=0))
+    for threads in (0, 1, 2, None):
+        assert _rows(codec.decode_records(view, inflate_threads=threads)) == want
+        assert codec.decode_arrow(view, inflate_threads=threads).equals(codec.decode_arrow(log, inflate_threads=0))
+    payload = b"signed chars " * 300
+    for cid in (compression.SNAPPY, compression.LZ4, compression.ZSTD, compression.GZIP):
+        packed = compression.compress(cid, payload)
+        if cid == compression.LZ4:
+            assert packed[6] >= 0x80  # the header checksum byte: negative as a signed char
+        assert compression.decompress(cid, memoryview(pa.py_buffer(packed))) == payload

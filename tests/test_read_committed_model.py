@@ -155,7 +155,7 @@ def check_scenario(codec, plan, data):
     fetch_at = data.draw(st.integers(start, end), label="fetch offset") if plan["fetch_offset"] else None
     fetch = {} if fetch_at is None else {"fetch_offset": fetch_at}
     # payloads inflated on the calling thread or ahead on background threads: the same result either way
-    ahead = {"inflate_threads": data.draw(st.sampled_from([0, 0, 1, 2]), label="inflate threads")}
+    ahead = {"inflate_threads": data.draw(st.sampled_from([0, 0, 1, 2, None]), label="inflate threads")}
     if ahead["inflate_threads"] and hasattr(codec, "_ahead_kind"):
         event(f"compiled codec inflating ahead with: {codec._ahead_kind(log)}")
     want_rc = [r for r in want_rc if fetch_at is None or r[0] >= fetch_at]

@@ -108,7 +108,7 @@ class ReadCommittedFilter:
         fetch_offset: int | None = None,
         verify_crc: bool = True,
         max_decompressed_size: int = ...,
-        inflate_threads: int = 0,
+        inflate_threads: int | None = None,
     ) -> None: ...
     def add_aborted_transactions(self, aborted_transactions: Iterable[tuple[int, int]]) -> None: ...
     def discard_pending(self) -> int: ...
@@ -139,7 +139,7 @@ def decode_records(
     fetch_offset: int | None = None,
     verify_crc: bool = True,
     max_decompressed_size: int = ...,
-    inflate_threads: int = 0,
+    inflate_threads: int | None = None,
 ) -> RecordList: ...
 
 def decode_arrow(
@@ -154,7 +154,7 @@ def decode_arrow(
     large_binary: bool = False,
     binary_view: bool = False,
     max_decompressed_size: int = ...,
-    inflate_threads: int = 0,
+    inflate_threads: int | None = None,
 ) -> Any: ...
 
 class BatchBuilder:

@@ -22,6 +22,7 @@ from ._common import (
     arrow_schema,
     as_bytes,
     as_headers,
+    byte_view,
     bytes_error,
     check_builder_args,
     check_offsets_fit,
@@ -397,9 +398,7 @@ class RecordBatch:
 
     def __init__(self, data, position=0, size=None, max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE,
                  verify_crc=True):  # fmt: skip
-        buf = data
-        if not isinstance(buf, memoryview) or buf.format != "B":
-            buf = memoryview(buf).cast("B")
+        buf = byte_view(data)
         if position < 0 or position > len(buf):
             raise ValueError(f"position {position} is outside the buffer of {len(buf)} bytes")
         if size is None:
@@ -604,9 +603,7 @@ class BatchIterator:
     __slots__ = ("_buf", "_view", "_pos", "_end", "_verify", "_max", "_done")
 
     def __init__(self, data, verify_crc=True, max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE):
-        view = memoryview(data)
-        if view.ndim != 1 or view.itemsize != 1:
-            view = view.cast("B")
+        view = byte_view(data)
         self._view = view
         self._buf = view
         self._pos = 0
@@ -691,7 +688,7 @@ class ReadCommittedFilter:
         fetch_offset=None,
         verify_crc: bool = True,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
-        inflate_threads: int = 0,
+        inflate_threads: int | None = None,
     ):
         # (int64, as the compiled filter keeps them: the same TypeError/OverflowError on both backends)
         if last_stable_offset is not None:
@@ -792,7 +789,7 @@ class ReadCommittedFilter:
         limit = (1 << 63) if lso is None else lso
         consumed = 0
         ahead = None
-        if self._threads:
+        if self._threads > 0:  # (INFLATE_AUTO: inline here, see compression.check_inflate_threads)
             spans = _compressed_spans(it._view, it._end)
             if len(spans) >= 2:
                 ahead = _compression.InflateAhead(it._view, spans, self._max, threads=self._threads)
@@ -858,7 +855,7 @@ def decode_records(
     fetch_offset=None,
     verify_crc: bool = True,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
-    inflate_threads: int = 0,
+    inflate_threads: int | None = None,
 ) -> RecordList:
     """All visible data records of all batches in ``data``, as Kafka's consumer would return them.
 
@@ -911,7 +908,7 @@ def decode_arrow(
     large_binary: bool = False,
     binary_view: bool = False,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
-    inflate_threads: int = 0,
+    inflate_threads: int | None = None,
 ):
     """The visible records of ``data`` as one ``pyarrow.RecordBatch`` (see the compiled codec's docs)."""
     f = ReadCommittedFilter(
@@ -1172,7 +1169,7 @@ def scan_batches(data, *, verify_crc: bool = False, verify_control: bool = False
     entries report their entry offset and ``records_count`` -1.  ``control_type``: see the compiled
     codec's ``scan_batches``.
     """
-    view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
+    view = data if isinstance(data, (bytes, bytearray)) else byte_view(data)
     return _scan_entries(lambda pos, left: (view, pos, left), len(view), view if verify_crc else None,
                          lambda pos, total: (view, pos), verify_control and not verify_crc)  # fmt: skip
 

@@ -59,6 +59,14 @@ def as_bytes(data, what: str):
     return bytes(data)
 
 
+def byte_view(data) -> memoryview:
+    """A flat memoryview of unsigned bytes over ``data`` (any C-contiguous bytes-like object), not a copy:
+    its items are 0-255 whatever item type the exporter declares (pyarrow's buffers, for one, export
+    signed chars, which index as -128..127)."""
+    view = memoryview(data)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
 def as_headers(headers) -> tuple:
     """Record headers as a tuple of ``(str, bytes | None)`` pairs."""
     if type(headers) is tuple and not headers:

@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ._backend import codec as _codec
 from ._common import ARROW_COLUMNS, arrow_schema, column_names
+from .compression import check_inflate_threads, usable_cpus
 from .errors import InvalidTimestampError
 
 __all__ = [
@@ -162,13 +163,13 @@ class _ColumnDecoder:
     """
 
     def __init__(self, *, isolation, aborted_transactions, last_stable_offset, fetch_offset, verify_crc,
-                 columns, large_binary, binary_view, row_tails, max_decompressed_size):  # fmt: skip
+                 columns, large_binary, binary_view, row_tails, max_decompressed_size, inflate_threads):  # fmt: skip
         if row_tails not in ("carry", "drop"):
             raise ValueError(f"row_tails must be 'carry' or 'drop', got {row_tails!r}")
         kw = {} if max_decompressed_size is None else {"max_decompressed_size": max_decompressed_size}
         self.filter = _codec.ReadCommittedFilter(
             aborted_transactions, isolation=isolation, last_stable_offset=last_stable_offset,
-            fetch_offset=fetch_offset, verify_crc=verify_crc, **kw,
+            fetch_offset=fetch_offset, verify_crc=verify_crc, inflate_threads=inflate_threads, **kw,
         )  # fmt: skip
         self.feed_kwargs = {"columns": columns, "large_binary": large_binary}
         if binary_view is not None:
@@ -336,6 +337,7 @@ def decode_column(
     row_tails: str = "carry",
     binary_view=None,
     max_decompressed_size=None,
+    inflate_threads=None,
 ):
     """Decode a column whose rows hold raw record batches into ONE record table (a ``pyarrow.RecordBatch``).
 
@@ -354,12 +356,13 @@ def decode_column(
     ``trailing_bytes`` metadata.
 
     Rows are not copied: stretches of adjacent rows are fed to the decoder as memoryviews of the
-    column's data buffer.
+    column's data buffer.  ``inflate_threads`` as in :func:`decode_arrow`.
     """
     dec = _ColumnDecoder(
         isolation=isolation, aborted_transactions=aborted_transactions, last_stable_offset=last_stable_offset,
         fetch_offset=fetch_offset, verify_crc=verify_crc, columns=columns, large_binary=large_binary,
         binary_view=binary_view, row_tails=row_tails, max_decompressed_size=max_decompressed_size,
+        inflate_threads=inflate_threads,
     )  # fmt: skip
     out: list = []
     for chunk in _binary_chunks(column):
@@ -406,15 +409,20 @@ def decode_arrow_parallel(chunks: Iterable, *, max_workers: int | None = None, *
     one per partition, or whole batches of a partition under ``read_uncommitted``.  The compiled
     decoder releases the GIL for its bulk work, so threads decode in parallel.  ``max_workers``
     (the calling thread counts as one: it decodes chunks too rather than wait) defaults to the number of
-    CPUs; the other threads live on between calls (one pool per size).  If chunks fail, the error of the
-    first failing one in input order is raised, and no chunk is started after a failure.
+    CPUs the process may use; the other threads live on between calls (one pool per size).  When the
+    workers fill those CPUs, ``inflate_threads`` defaults to 0 (no inflater threads beside them).  If
+    chunks fail, the error of the first failing one in input order is raised, and no chunk is started
+    after a failure.
     """
     chunks = list(chunks)
     if max_workers is not None and max_workers < 1:
         raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+    cpus = usable_cpus()
     if max_workers is None:
-        max_workers = os.cpu_count() or 1
+        max_workers = cpus
     workers = min(max_workers, len(chunks))
+    if workers >= cpus:
+        decode_kwargs.setdefault("inflate_threads", 0)
     if workers <= 1:
         return [decode_arrow(c, **decode_kwargs) for c in chunks]
     results: list = [None] * len(chunks)
@@ -538,6 +546,7 @@ def map_in_arrow_decoder(
     columns=None,
     row_tails: str = "carry",
     spark_types: bool = True,
+    inflate_threads: int | None = 0,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """A function for ``DataFrame.mapInArrow(func, spark_schema(columns))`` decoding the binary column ``column``.
 
@@ -547,8 +556,10 @@ def map_in_arrow_decoder(
     batches (so a Spark partition should hold the consecutive chunks of one Kafka partition when
     ``read_committed`` is used).  With ``spark_types`` (default) batches have
     :func:`spark_arrow_schema`'s types (µs timestamps, nullable fields), which PySpark 4.3 requires;
-    ``spark_types=False`` yields kafkatx's own schema (:func:`arrow_schema`).  Nothing here imports
-    pyspark; the function works on any iterator of RecordBatches.
+    ``spark_types=False`` yields kafkatx's own schema (:func:`arrow_schema`).  ``inflate_threads``
+    defaults to 0, not :func:`decode_arrow`'s None: Spark runs a task per core it gives out
+    (``spark.task.cpus``), so a task inflates on its own thread unless told otherwise.  Nothing here
+    imports pyspark; the function works on any iterator of RecordBatches.
     """
     if isolation not in ("read_committed", "read_uncommitted"):
         raise ValueError(f"isolation must be 'read_committed' or 'read_uncommitted', got {isolation!r}")
@@ -556,12 +567,13 @@ def map_in_arrow_decoder(
         raise ValueError(f"row_tails must be 'carry' or 'drop', got {row_tails!r}")
     aborted = None if aborted_transactions is None else [tuple(a) for a in aborted_transactions]
     cols = None if columns is None else _column_names(columns)  # unknown names fail here, not on an executor
+    check_inflate_threads(inflate_threads)  # (None is resolved on the executor, for its CPUs)
 
     def decode_batches(batches: Iterator[Any]) -> Iterator[Any]:
         dec = _ColumnDecoder(
             isolation=isolation, aborted_transactions=aborted, last_stable_offset=last_stable_offset,
             fetch_offset=fetch_offset, verify_crc=verify_crc, columns=cols, large_binary=False,
-            binary_view=None, row_tails=row_tails, max_decompressed_size=None,
+            binary_view=None, row_tails=row_tails, max_decompressed_size=None, inflate_threads=inflate_threads,
         )  # fmt: skip
         target = spark_arrow_schema(cols) if spark_types else None
         for batch in batches:

@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import struct
 import threading
 import zlib
 
-from ._common import as_int
+from ._common import as_int, byte_view
 from ._consts import COMPRESSION_IDS, COMPRESSION_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import DecompressedSizeError, DecompressionError, InvalidAppendError, UnsupportedCompressionError
 
@@ -670,12 +671,30 @@ def decompress_view(cid: int, data, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZ
 
 # ------------------------------------------------------------------------------------- inflate ahead
 MAX_INFLATE_THREADS = 64
+INFLATE_AUTO = -1  # check_inflate_threads(None) where a background inflater may pay (see there)
+
+
+@functools.cache
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS tells it), read once."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def check_inflate_threads(n) -> int:
-    """``inflate_threads`` of the decoders: an int from 0 (inflate on the decoding thread) to 64."""
+    """``inflate_threads`` of the decoders: an int from 0 (inflate on the decoding thread) to 64, or None
+    (the default), which is ``INFLATE_AUTO`` where the process may use two CPUs and 0 where it may not.
+
+    Under ``INFLATE_AUTO`` the compiled decoders inflate a call's payloads on one background C thread when
+    the system's libraries inflate all of them and they hold enough work to repay the thread (256 KiB of
+    compressed zstd or 1 MiB of lz4), and inline otherwise; the pure-Python
+    twin always inflates inline then (its Python workers cost more than they save)."""
+    if n is None:
+        return INFLATE_AUTO if usable_cpus() >= 2 else 0
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_INFLATE_THREADS:
-        raise ValueError(f"inflate_threads must be an int from 0 to {MAX_INFLATE_THREADS}, got {n!r}")
+        raise ValueError(f"inflate_threads must be None or an int from 0 to {MAX_INFLATE_THREADS}, got {n!r}")
     return n
 
 
@@ -829,6 +848,7 @@ class InflateAhead:
 
 
 def _decompress(cid: int, data, max_size: int, magic: int, sink: _Sink):
+    data = byte_view(data)  # (the frame walks below index single bytes)
     if cid == GZIP:
         return _gunzip(data, max_size)
     if cid == SNAPPY:

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple
 if TYPE_CHECKING:  # numpy is optional at run time
     import numpy as np
 
+from ._common import byte_view
 from ._fileio import atomic_write
 from .batch import crc32c, decrement_sequence, iter_batches
 from .errors import (
@@ -1005,12 +1006,11 @@ def _snapshot_source(source):
         name = getattr(source, "name", None)
         return source.read(), (os.fspath(name) if isinstance(name, (str, os.PathLike)) else None)
     try:
-        view = memoryview(source)
+        return byte_view(source), None
     except TypeError:
         raise TypeError(
             f"expected a path, an open binary file or a bytes-like object, got {type(source).__name__}"
         ) from None
-    return (view.cast("B") if view.ndim != 1 or view.itemsize != 1 else view), None
 
 
 def read_snapshot(source) -> list[ProducerSnapshotEntry]:

@@ -30,6 +30,7 @@ import struct
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple
 
+from ._common import byte_view
 from .errors import IllegalTransitionError, TxnLogError, UnknownTxnValueVersionError
 
 __all__ = [
@@ -204,8 +205,7 @@ class _Reader:
     __slots__ = ("buf", "pos", "end", "what")
 
     def __init__(self, data, what):
-        view = memoryview(data)
-        self.buf = view.cast("B") if view.ndim != 1 or view.itemsize != 1 else view
+        self.buf = byte_view(data)
         self.pos = 0
         self.end = len(self.buf)
         self.what = what

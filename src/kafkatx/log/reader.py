@@ -814,7 +814,7 @@ class LogRead:
     """
 
     def __init__(self, partition, start, upper, isolation, fmt, columns, aborted, chunk_bytes, large_binary,
-                 inflate_threads=0, prefetch=None):
+                 inflate_threads=None, prefetch=None):
         self.partition = partition
         self.start_offset = start
         self.upper_bound = upper
@@ -1315,7 +1315,7 @@ class Partition:
         aborted_source: str = "auto",
         chunk_bytes: int | None = DEFAULT_CHUNK_BYTES,
         large_binary: bool = False,
-        inflate_threads: int = 0,
+        inflate_threads: int | None = None,
     ) -> LogRead:
         """Read ``[start_offset, end_offset)`` as a consumer with ``isolation`` would see it.
 

@@ -85,6 +85,7 @@ except ImportError:  # pragma: no cover - Windows: the in-process lock only
     fcntl = None
 
 from .._backend import codec as _default_codec
+from .._common import byte_view
 from .._fileio import fsync_dir, mapped
 from ..errors import (
     CorruptIndexError,
@@ -539,9 +540,7 @@ class PartitionWriter:
         return fields, total
 
     def _append_leader(self, batch_bytes, origin):
-        view = memoryview(batch_bytes)
-        if view.ndim != 1 or view.itemsize != 1:
-            view = view.cast("B")
+        view = byte_view(batch_bytes)
         n = view.nbytes
         fields, total = self._check_framing(view, n)
         (boff, length, _ple, _magic, crc, attrs, lod, base_ts, max_ts, pid, epoch, bseq, count) = fields
@@ -698,9 +697,7 @@ class PartitionWriter:
         all before anything is written; then one roll check for the whole append, the write, and the
         producer-state update, after which the transactions the append completed get their last stable offset
         and ``.txnindex`` entries."""
-        view = memoryview(batch_bytes)
-        if view.ndim != 1 or view.itemsize != 1:
-            view = view.cast("B")
+        view = byte_view(batch_bytes)
         n = view.nbytes
         pos = 0
         spans = []

@@ -16,11 +16,13 @@ timed runs, implementations interleaved, median reported, ``gc.collect()`` befor
   per partition on the partition's segment bytes already in memory (read, concatenated and given their
   aborted transactions and LSO before timing).  Both verify every CRC.  Target: the reader at >= 80 % of
   the in-memory rate (the ``kafkatx ÷ reference`` column).  The files are in the page cache (the checked
-  run reads them), so this measures the reader's overhead, not the disk.  ``generate()``'s segments are
-  1 MiB (about a thousand segments: per-segment costs, and no ``.txnindex`` in most segments, so the
+  run reads them), so this measures the reader's overhead, not the disk.  ``generate()``'s default
+  segments are a sixteenth of a partition's log (22 MiB here; no ``.txnindex`` in most segments, so the
   aborted transactions come from a replay of every segment's headers).  ``close()`` returns before the
   segments are unmapped (a background thread does that); the summary line gives that time, not timed.
-* ``read_1gib``: the same on the same workload generated with Kafka's default 1 GiB segments.
+* ``read_1mib``: the same workload generated with Kafka's smallest segments (1 MiB, ``log.segment.bytes``'
+  floor): about a thousand of them, so per-segment costs and the page-table work of small files show.
+* ``read_1gib``: the same with Kafka's default 1 GiB segments.
 * ``write`` / ``write_headers_only``: ``PartitionWriter`` (a fresh partition directory, Kafka's default
   settings, ``fsync=False``) appending ~1 GB of uncompressed idempotent batches as a producer sends them
   (``validate_records=True``, the default, decodes every batch as Kafka's ``LogValidator`` does;
@@ -57,6 +59,7 @@ GB = 1_000_000_000
 FULL_BYTES = 1_050_000_000  # a little over 1 GB: generate() lands close to, not exactly at, the target
 QUICK_BYTES = 100_000_000
 KAFKA_SEGMENT_BYTES = 1 << 30  # Kafka's default log.segment.bytes
+KAFKA_MIN_SEGMENT_BYTES = 1 << 20  # its smallest (KIP-1030)
 WRITE_PRODUCERS = 8
 WRITE_PRODUCER_ID0 = 5000
 
@@ -66,7 +69,7 @@ def generated_log(root: str, size: int, compression: str, segment_bytes: int | N
     """The cached log directory for these parameters (generated if missing or incomplete) and its manifest."""
     from kafkatx.log.generate import MANIFEST_NAME, Manifest, generate
 
-    seg = "default" if segment_bytes is None else str(segment_bytes)
+    seg = "auto" if segment_bytes is None else str(segment_bytes)  # (auto: generate()'s default_segment_bytes)
     path = os.path.join(root, f"log-{size}-{compression}-seg{seg}-seed0")
     manifest_path = os.path.join(path, MANIFEST_NAME)
     if not regenerate and os.path.exists(manifest_path):
@@ -364,13 +367,14 @@ def main(argv=None) -> int:
                     "overhead; mixed = generate()'s default)")  # fmt: skip
     ap.add_argument("--segment-bytes", type=int, help="segment size of the generated log (default: generate()'s)")
     ap.add_argument("--regenerate", action="store_true", help="generate the log again even if it is cached")
-    ap.add_argument("--rows", help="comma-separated: read, read_1gib, tail, write, write_headers_only (default: all)")
+    ap.add_argument("--rows", help="comma-separated: read, read_1mib, read_1gib, tail, write, write_headers_only "
+                    "(default: all)")  # fmt: skip
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per cell; the median is reported")
     ap.add_argument("--json", metavar="OUT.json", help="also write all results and metadata as JSON")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown (README-ready)")
     args = ap.parse_args(argv)
     size = args.bytes or (QUICK_BYTES if args.quick else FULL_BYTES)
-    known = ("read", "read_1gib", "tail", "write", "write_headers_only")
+    known = ("read", "read_1mib", "read_1gib", "tail", "write", "write_headers_only")
     wanted = known if not args.rows else tuple(k.strip() for k in args.rows.split(",") if k.strip())
     if set(wanted) - set(known):
         ap.error(f"unknown rows {sorted(set(wanted) - set(known))}; known: {known}")
@@ -393,18 +397,21 @@ def main(argv=None) -> int:
         run(r)
         del r
         gc.collect()
-    if "read_1gib" in wanted:  # the same workload in Kafka's default segment size (log.segment.bytes)
-        big, big_manifest = generated_log(args.dir, size, args.compression, KAFKA_SEGMENT_BYTES, args.regenerate)
-        r = read_row(big, big_manifest, kx, row_key="read_1gib", label=", 1 GiB segments")
-        print(f"read_1gib: {r.what}")
-        run(r)
-        del r
-        gc.collect()
+    # the same workload in Kafka's smallest and default segment sizes (log.segment.bytes)
+    for key, seg_bytes, label in (("read_1mib", KAFKA_MIN_SEGMENT_BYTES, ", 1 MiB segments"),
+                                  ("read_1gib", KAFKA_SEGMENT_BYTES, ", 1 GiB segments")):  # fmt: skip
+        if key in wanted:
+            other, other_manifest = generated_log(args.dir, size, args.compression, seg_bytes, args.regenerate)
+            r = read_row(other, other_manifest, kx, row_key=key, label=label)
+            print(f"{key}: {r.what}")
+            run(r)
+            del r
+            gc.collect()
     if "tail" in wanted:
         r = tail_row(path, manifest, kx)
         print(f"tail: {r.what}")
         run(r)
-    write = [r for r in write_rows(args.dir, kx, size) if r.key in wanted] if set(wanted) - {"read", "tail"} else []
+    write = [r for r in write_rows(args.dir, kx, size) if r.key in wanted] if {"write", "write_headers_only"} & set(wanted) else []
     for r in write:
         print(f"{r.key}: {r.what}")
         run(r)

@@ -17,6 +17,7 @@ from kafkatx.log import open_partition
 from kafkatx.log.generate import (
     CHECKSUM_DEFINITION,
     Manifest,
+    default_segment_bytes,
     generate,
     kafka_partition_for_key,
     main_generate,
@@ -298,6 +299,21 @@ def test_target_bytes(tmp_path):
     assert 1_000_000 < m.bytes < 2_000_000
     assert m.params["records"] == m.records
     check_against_manifest(tmp_path / "g", m)
+
+
+def test_default_segment_size_follows_the_partitions_log(tmp_path):
+    mib = 1 << 20
+    # about 16 segments a partition, in whole MiB, from Kafka's smallest log.segment.bytes to its default
+    assert default_segment_bytes(100_000, 120.0, 3) == mib
+    assert default_segment_bytes(16 * 3 * mib, 1.0, 3) == mib
+    assert default_segment_bytes(16 * 3 * mib + 3, 1.0, 3) == 2 * mib
+    assert default_segment_bytes(10_000_000, 105.0, 3) == 21 * mib  # ~1 GB over three partitions
+    assert default_segment_bytes(10**12, 100.0, 1) == 1 << 30
+    assert default_segment_bytes(0, 100.0, 3) == mib
+    m = generate(tmp_path / "g", records=5000, partitions=2, seed=1, workers=0)
+    assert m.params["segment_bytes"] == mib  # the size used, in the manifest
+    m = generate(tmp_path / "h", records=5000, partitions=2, seed=1, workers=0, segment_bytes=256 << 10)
+    assert m.params["segment_bytes"] == 256 << 10
 
 
 @pytest.mark.parametrize("kwargs", [

@@ -388,14 +388,17 @@ def test_reader_passes_it_through(tmp_path, compression_name):
 
 
 # ------------------------------------------------------------------ inflate_threads=None (the default)
-def _big_log(codec, compression_name, batches, records=1000, seed=11):
-    """Batches of barely compressible values: ``batches`` x ~``records`` x 110 bytes, compressed."""
+def _big_log(codec, compression_name, batches, records=1000, seed=11, random_values=False):
+    """``batches`` batches of ``records`` records: 100-byte values of a 12-letter alphabet (compressible, as
+    text is: zstd codes their literals with Huffman) or 1,000 random bytes (stored blocks, inflated at the
+    speed of a copy)."""
     rnd = random.Random(seed)
     parts, offset = [], 0
     for _ in range(batches):
         b = codec.BatchBuilder(base_offset=offset, compression=compression_name)
         for i in range(records):
-            b.append(rnd.randbytes(100), key=b"key-%06d" % i, timestamp=1_700_000_000_000 + offset + i)
+            value = rnd.randbytes(1000) if random_values else bytes(rnd.choices(b"abcdefghij ,", k=100))
+            b.append(value, key=b"key-%06d" % i, timestamp=1_700_000_000_000 + offset + i)
         parts.append(bytes(b.build()))
         offset += records
     return b"".join(parts)
@@ -414,22 +417,31 @@ def test_none_is_auto_where_two_cpus_may_be_used(monkeypatch):
 @pytest.mark.skipif(not C_WORKERS, reason="the system's libzstd or liblz4 cannot be loaded here")
 def test_which_calls_auto_hands_to_a_c_worker():
     auto = compression.INFLATE_AUTO
-    zstd = _big_log(kafkatx, "zstd", 4)  # ~440 KB of zstd: worth a thread
-    assert len(zstd) > 256 << 10
+    zstd = _big_log(kafkatx, "zstd", 8)  # 8 x ~60 KB of zstd with Huffman-coded literals: worth a thread
     assert _codec._ahead_kind(zstd, threads=auto) == "c"
-    assert _codec._ahead_kind(zstd[: len(zstd) // 2], threads=auto) is None  # two batches: inline
-    lz4 = _big_log(kafkatx, "lz4", 10)  # ~1.1 MB of lz4; three batches of it are not
+    assert _codec._ahead_kind(zstd[: len(zstd) // 4], threads=auto) is None  # two batches: inline
+    lz4 = _big_log(kafkatx, "lz4", 24)  # 24 x ~95 KB of lz4; six of them are not
     assert _codec._ahead_kind(lz4, threads=auto) == "c"
-    assert _codec._ahead_kind(lz4[: 3 * len(lz4) // 10], threads=auto) is None
+    assert _codec._ahead_kind(lz4[: len(lz4) // 4], threads=auto) is None
+    # Kafka's 16 KiB batches of random values (stored, or literals only): inflated at the speed of a copy,
+    # each costs less than handing it over to a thread
+    stored = _big_log(kafkatx, "zstd", 128, 16, random_values=True) + _big_log(kafkatx, "lz4", 128, 16,
+                                                                                random_values=True)  # fmt: skip
+    assert len(stored) > 4_000_000 and _codec._ahead_kind(stored, threads=1) == "c"
+    assert _codec._ahead_kind(stored, threads=auto) is None
     # never the Python workers: not for binary views, not for a codec the C workers do not take
     assert _codec._ahead_kind(zstd, threads=auto, keep=True) is None
-    assert _codec._ahead_kind(zstd + _big_log(kafkatx, "gzip", 2), threads=auto) is None
+    assert _codec._ahead_kind(_big_log(kafkatx, "gzip", 2) + zstd, threads=auto) is None
     assert _codec._ahead_kind(_log(kafkatx, batches=6, codecs=FAST), threads=auto) is None  # small: inline
+    # an uncompressed log is taken for one after 64 batches: a compressed one further on is inflated inline
+    plain = [_log(kafkatx, batches=n, records=5, codecs=("none",)) for n in (64, 63)]
+    assert _codec._ahead_kind(plain[0] + zstd, threads=auto) is None
+    assert _codec._ahead_kind(plain[1] + zstd, threads=auto) == "c"
 
 
 @pytest.mark.parametrize("compression_name", FAST)
 def test_the_default_decodes_what_inlining_does(codec, compression_name):
-    batches = 12 if compression_name == "zstd" else 30  # ~0.5 MB of zstd, ~1.3 MB of lz4
+    batches = 12 if compression_name == "zstd" else 48  # ~0.5 MB of zstd, ~1.4 MB of lz4
     log = _big_log(codec, compression_name, batches, records=400)
     if codec is _codec and C_WORKERS and compression.usable_cpus() >= 2:
         assert _codec._ahead_kind(log, threads=compression.INFLATE_AUTO) == "c"
@@ -452,6 +464,9 @@ def test_parallel_decodes_filling_the_cpus_inflate_inline(codec, monkeypatch):
     want = [real(c) for c in chunks]
     assert all(a.equals(b) for a, b in zip(arrow.decode_arrow_parallel(chunks, max_workers=cpus), want))
     assert seen == [0] * 4  # the workers fill the CPUs: no inflater threads beside them
+    seen.clear()
+    arrow.decode_arrow_parallel(chunks, max_workers=cpus, inflate_threads=None)  # the default, given
+    assert seen == [0] * 4
     seen.clear()
     arrow.decode_arrow_parallel(chunks[:1])  # one chunk, decoded on this thread: the default stays
     assert seen == ["-"]

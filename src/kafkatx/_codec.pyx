@@ -156,7 +156,7 @@ cdef Py_ssize_t _lz4_frame_bound(const uint8_t *p, Py_ssize_t n) except -2:
         hc = _LZ4_HC[(flg << 8) | bd] = _compression._lz4_header_checksum(bytes((flg, bd)))
     if p[6] != hc:
         return -1
-    bound = _lz4_blocks(p, n, &end, &last_room, &last_size)
+    bound = _lz4_blocks(p, n, &end, &last_room, &last_size, NULL)
     if bound < 0 or (flg & 0x04 and n - end < 4):  # (the content checksum: read past, as Kafka does)
         return -1
     return bound
@@ -199,7 +199,7 @@ cdef Py_ssize_t _zstd_frame_bound(const uint8_t *p, Py_ssize_t n) noexcept nogil
     cdef Py_ssize_t bound, end, last_cut
     if n < 4 or _le32(p) != 0xFD2FB528U:
         return -1
-    bound = _zstd_frame(p, n, 0, &end, &last_cut)
+    bound = _zstd_frame(p, n, 0, &end, &last_cut, NULL)
     return bound if bound >= 0 and end == n else -1
 
 
@@ -1697,27 +1697,57 @@ cdef object _c_ahead(const uint8_t *buf, list spans, int threads, Py_ssize_t max
 
 
 cdef enum:
+    # What inflating a payload costs, roughly, in tenths of a nanosecond per byte of its blocks (this VM:
+    # liblz4 and libzstd 1.5): stored blocks are copied, lz4 blocks and zstd blocks with raw literals run
+    # at a few GB/s of output, zstd blocks with Huffman-coded literals at about 1 GB/s
+    COST_COPY = 1
+    COST_LZ4_BLOCK = 5
+    COST_ZSTD_BLOCK = 5
+    COST_ZSTD_HUFFMAN_BLOCK = 20
     # Under inflate_threads=None (compression.INFLATE_AUTO) a call's payloads are inflated on a background C
-    # thread only when they hold at least this many compressed bytes, zstd counting four times (it inflates
-    # about four times slower per compressed byte): below it, starting and joining the thread costs about
-    # what it saves (measured with Kafka's default 16 KiB batches and with 1,000-record ones)
-    AUTO_INFLATE_MIN_WORK = 1024 * 1024
-    AUTO_ZSTD_WORK_WEIGHT = 4
+    # thread only when that costs at least AUTO_MIN_COST in all (starting and joining the thread costs
+    # ~60-100 us) and AUTO_MIN_BATCH_COST a payload on average (handing one over costs a few us); measured
+    # with Kafka's default 16 KiB batches and with 1,000-record ones, compressible and random, lz4 and zstd
+    AUTO_MIN_COST = 4_000_000
+    AUTO_MIN_BATCH_COST = 100_000
+    AUTO_PROBE_BATCHES = 64  # batches looked at before an uncompressed log is taken for one
 
 
-cdef int _auto_ahead_pays(list spans) except -1:
-    """Whether the payloads of ``spans`` (_compressed_spans') weigh AUTO_INFLATE_MIN_WORK -- all of them
-    lz4 or zstd, the codecs the C workers inflate."""
-    cdef Py_ssize_t start, stop, work = 0
+cdef Py_ssize_t _inflate_cost(const uint8_t *p, Py_ssize_t n, int cid) noexcept nogil:
+    """What inflating the lz4 or zstd payload p[0:n] costs (in tenths of a ns; the COST_ weights of its
+    blocks); 0 where the frame does not parse."""
+    cdef Py_ssize_t cost = 0
+    if cid == 3:
+        _lz4_inflated(p, n, &cost)
+    elif cid == 4:
+        _zstd_inflated(p, n, &cost)
+    return cost
+
+
+cdef bint _auto_ahead_pays(const uint8_t *buf, Py_ssize_t end) noexcept:
+    """Under INFLATE_AUTO: whether inflating the compressed data batches of ``buf`` (the spans
+    _compressed_spans lists) costs AUTO_MIN_COST in all and AUTO_MIN_BATCH_COST each on average, all of
+    them lz4 or zstd (the codecs the C workers take).  The walk stops as soon as its prefix says so, and
+    after AUTO_PROBE_BATCHES batches none of which is compressed (so an uncompressed log's headers are not
+    all read an extra time)."""
+    cdef Py_ssize_t pos = 0, cost = 0, seen = 0, compressed = 0
+    cdef Py_ssize_t size = _complete_entry(buf, 0, end)
     cdef int cid
-    for start, stop, cid in spans:
-        if cid == 4:
-            work += (stop - start) * AUTO_ZSTD_WORK_WEIGHT
-        elif cid == 3:
-            work += stop - start
-        else:
+    while size:
+        cid = kx_load_be_i16(buf + pos + ATTRIBUTES_OFFSET) & COMPRESSION_CODEC_MASK
+        if cid and _data_with_records(buf + pos):
+            if cid != 3 and cid != 4:
+                return False
+            compressed += 1
+            cost += _inflate_cost(buf + pos + RECORD_BATCH_OVERHEAD, size - RECORD_BATCH_OVERHEAD, cid)
+            if compressed >= 2 and cost >= AUTO_MIN_COST and cost >= AUTO_MIN_BATCH_COST * compressed:
+                return True
+        seen += 1
+        if seen >= AUTO_PROBE_BATCHES and not compressed:
             return False
-    return work >= AUTO_INFLATE_MIN_WORK
+        pos += size
+        size = _complete_entry(buf, pos, end)
+    return False
 
 
 cdef object _make_ahead(const uint8_t *buf, Py_ssize_t end, int threads, Py_ssize_t max_size, bint keep):
@@ -1726,12 +1756,13 @@ cdef object _make_ahead(const uint8_t *buf, Py_ssize_t end, int threads, Py_ssiz
     compression.InflateAhead; None with fewer than two compressed data batches.  ``threads`` of
     INFLATE_AUTO: one C worker where _auto_ahead_pays, else None (never the Python workers)."""
     cdef object ahead = None
-    cdef list spans = _compressed_spans(buf, end)
+    cdef list spans
+    if threads < 0 and (keep or not _auto_ahead_pays(buf, end)):
+        return None
+    spans = _compressed_spans(buf, end)
     if len(spans) < 2:
         return None
     if threads < 0:
-        if keep or not _auto_ahead_pays(spans):
-            return None
         return _c_ahead(buf, spans, 1, max_size)
     if not keep:
         ahead = _c_ahead(buf, spans, threads, max_size)
@@ -1787,12 +1818,13 @@ cdef inline uint32_t _le32(const uint8_t *p) noexcept nogil:
 
 
 cdef Py_ssize_t _lz4_blocks(const uint8_t *p, Py_ssize_t n, Py_ssize_t *end, Py_ssize_t *last_room,
-                            Py_ssize_t *last_size) noexcept nogil:
+                            Py_ssize_t *last_size, Py_ssize_t *cost) noexcept nogil:
     """Walk the blocks of the lz4 frame p[0:n], its header read (at least 7 bytes, FLG p[4], a block size
     id of 4-7 in BD p[5]), with compression._lz4_frame_end's checks: what they inflate to at most (a stored
     block its size, a compressed one its room: 255x its size, at most a block), with the position after the
     end mark in ``*end`` and the room (0 if stored) and size of the last block in ``*last_room`` and
-    ``*last_size``; -1 where that walk would reject them."""
+    ``*last_size``; -1 where that walk would reject them.  ``cost`` (if not NULL) gets what inflating the
+    blocks costs added (see _inflate_cost)."""
     cdef Py_ssize_t pos = 7 + (8 if p[4] & 0x08 else 0) + (4 if p[4] & 0x01 else 0)  # + content size, dict id
     cdef Py_ssize_t block_max = (<Py_ssize_t>1) << (8 + 2 * ((p[5] >> 4) & 7))
     cdef Py_ssize_t checksum = 4 if p[4] & 0x10 else 0
@@ -1812,32 +1844,35 @@ cdef Py_ssize_t _lz4_blocks(const uint8_t *p, Py_ssize_t n, Py_ssize_t *end, Py_
         if m > block_max or m + checksum > n - pos:
             return -1
         room = 0 if size & 0x80000000U else min(block_max, LZ4_EXPANSION * m + LZ4_TOKEN_SLACK)
+        if cost != NULL:
+            cost[0] += m * (COST_LZ4_BLOCK if room else COST_COPY)
         bound += room or m
         last_room[0] = room
         last_size[0] = m
         pos += m + checksum
 
 
-cdef Py_ssize_t _lz4_inflated(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+cdef Py_ssize_t _lz4_inflated(const uint8_t *p, Py_ssize_t n, Py_ssize_t *cost) noexcept nogil:
     """About what an LZ4 frame inflates to, from its block headers: Kafka's writers fill every block but
     the last, which is guessed at ``PRESIZE_LZ4_LAST_RATIO`` times its size; -1 if the frame does not
-    parse that far."""
+    parse that far.  ``cost``: as in _lz4_blocks."""
     cdef Py_ssize_t bound, end, last_room, last_size
     if n < 7 or _le32(p) != 0x184D2204U or not 4 <= ((p[5] >> 4) & 7) <= 7:
         return -1
-    bound = _lz4_blocks(p, n, &end, &last_room, &last_size)
+    bound = _lz4_blocks(p, n, &end, &last_room, &last_size, cost)
     if bound < 0:
         return -1
     return bound - last_room + min(last_room, PRESIZE_LZ4_LAST_RATIO * last_size)
 
 
 cdef Py_ssize_t _zstd_frame(const uint8_t *p, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t *end,
-                            Py_ssize_t *last_cut) noexcept nogil:
+                            Py_ssize_t *last_cut, Py_ssize_t *cost) noexcept nogil:
     """Walk the zstd data frame at p[pos:n], its magic number read, with compression._zstd_frames' checks:
     what it inflates to at most (its content size when it has one, else its blocks' most), with the
     position after it in ``*end`` and, for a frame without a content size, in ``*last_cut`` how much less
     its last compressed block is guessed at (``PRESIZE_ZSTD_LAST_RATIO`` times its size instead of a whole
-    block: zstd fills every block but the last); -1 where that walk would reject it."""
+    block: zstd fills every block but the last); -1 where that walk would reject it.  ``cost`` (if not
+    NULL) gets what inflating its blocks costs added (see _inflate_cost)."""
     cdef Py_ssize_t hdr, fcs_len, need, bound = 0
     cdef uint64_t fcs = 0
     cdef uint32_t bh, bsize, btype
@@ -1870,6 +1905,11 @@ cdef Py_ssize_t _zstd_frame(const uint8_t *p, Py_ssize_t n, Py_ssize_t pos, Py_s
         need = 1 if btype == 1 else <Py_ssize_t>bsize  # RLE: one byte; raw and compressed: their size
         if need > n - pos:
             return -1
+        if cost != NULL:  # (a compressed block's literals: Huffman-coded where its first byte's low bits are 2, 3)
+            if btype != 2:
+                cost[0] += bsize * COST_COPY
+            elif bsize:
+                cost[0] += bsize * (COST_ZSTD_HUFFMAN_BLOCK if p[pos] & 3 >= 2 else COST_ZSTD_BLOCK)
         pos += need
         if btype == 2:
             bound += ZSTD_BLOCK_OUT_MAX
@@ -1892,9 +1932,9 @@ cdef Py_ssize_t _zstd_frame(const uint8_t *p, Py_ssize_t n, Py_ssize_t pos, Py_s
     return bound
 
 
-cdef Py_ssize_t _zstd_inflated(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+cdef Py_ssize_t _zstd_inflated(const uint8_t *p, Py_ssize_t n, Py_ssize_t *cost) noexcept nogil:
     """About what the zstd frames of a payload inflate to, from their headers (_zstd_frame, the last block
-    of a frame without a content size guessed); -1 if they do not parse."""
+    of a frame without a content size guessed); -1 if they do not parse.  ``cost``: as in _zstd_frame."""
     cdef Py_ssize_t pos = 0, out = 0, bound, end, last_cut
     cdef uint32_t magic, skip
     while pos < n:
@@ -1911,7 +1951,7 @@ cdef Py_ssize_t _zstd_inflated(const uint8_t *p, Py_ssize_t n) noexcept nogil:
             continue
         if magic != 0xFD2FB528U:
             return -1
-        bound = _zstd_frame(p, n, pos, &end, &last_cut)
+        bound = _zstd_frame(p, n, pos, &end, &last_cut, cost)
         if bound < 0:
             return -1
         out += bound - last_cut
@@ -1925,9 +1965,9 @@ cdef Py_ssize_t _inflated_guess(const uint8_t *p, Py_ssize_t n, int cid) noexcep
     than ``PRESIZE_MAX_RATIO`` times its size (only a guess: the columns grow if it is short)."""
     cdef Py_ssize_t out = -1
     if cid == 3:
-        out = _lz4_inflated(p, n)
+        out = _lz4_inflated(p, n, NULL)
     elif cid == 4:
-        out = _zstd_inflated(p, n)
+        out = _zstd_inflated(p, n, NULL)
     if out < 0:
         out = n * PRESIZE_RATIO
     return min(out, n * PRESIZE_MAX_RATIO)
@@ -1965,8 +2005,8 @@ def decode_records(data, *, isolation="read_uncommitted", aborted_transactions=N
     ``inflate_threads``: inflate compressed payloads on that many background threads, ahead of the
     decoding; 0 inflates them on the calling thread.  The result is the same; on a machine with a spare
     core, 1 hides most of the inflation time of an lz4 or zstd log.  None (the default) uses one thread
-    where the process may run on two CPUs and the call holds enough lz4 or zstd to repay it (256 KiB of
-    compressed zstd, 1 MiB of lz4: a few 1,000-record batches, a big Fetch response), else 0.
+    where the process may run on two CPUs and the call's lz4 or zstd payloads promise enough work to repay
+    it (a few 1,000-record batches, a big Fetch response of zstd; see the README), else 0.
     """
     f = ReadCommittedFilter(aborted_transactions, isolation=isolation, last_stable_offset=last_stable_offset,
                             fetch_offset=fetch_offset, verify_crc=verify_crc,

@@ -410,7 +410,7 @@ def decode_arrow_parallel(chunks: Iterable, *, max_workers: int | None = None, *
     decoder releases the GIL for its bulk work, so threads decode in parallel.  ``max_workers``
     (the calling thread counts as one: it decodes chunks too rather than wait) defaults to the number of
     CPUs the process may use; the other threads live on between calls (one pool per size).  When the
-    workers fill those CPUs, ``inflate_threads`` defaults to 0 (no inflater threads beside them).  If
+    workers fill those CPUs, ``inflate_threads=None`` (the default) means 0: no inflaters beside them.  If
     chunks fail, the error of the first failing one in input order is raised, and no chunk is started
     after a failure.
     """
@@ -421,8 +421,8 @@ def decode_arrow_parallel(chunks: Iterable, *, max_workers: int | None = None, *
     if max_workers is None:
         max_workers = cpus
     workers = min(max_workers, len(chunks))
-    if workers >= cpus:
-        decode_kwargs.setdefault("inflate_threads", 0)
+    if workers >= cpus and decode_kwargs.get("inflate_threads") is None:
+        decode_kwargs["inflate_threads"] = 0
     if workers <= 1:
         return [decode_arrow(c, **decode_kwargs) for c in chunks]
     results: list = [None] * len(chunks)

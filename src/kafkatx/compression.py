@@ -688,8 +688,8 @@ def check_inflate_threads(n) -> int:
     (the default), which is ``INFLATE_AUTO`` where the process may use two CPUs and 0 where it may not.
 
     Under ``INFLATE_AUTO`` the compiled decoders inflate a call's payloads on one background C thread when
-    the system's libraries inflate all of them and they hold enough work to repay the thread (256 KiB of
-    compressed zstd or 1 MiB of lz4), and inline otherwise; the pure-Python
+    the system's libraries inflate all of them and their blocks promise enough work to repay the thread
+    (``_codec._auto_ahead_pays``), and inline otherwise; the pure-Python
     twin always inflates inline then (its Python workers cost more than they save)."""
     if n is None:
         return INFLATE_AUTO if usable_cpus() >= 2 else 0

@@ -23,6 +23,11 @@
  *    without threads.
  *
  * The worker threads read the caller's buffer; kx_ahead_close joins them before the decode call returns.
+ *
+ * The slots' buffers outlive their call: kx_ahead_close gives them to a small process-wide pool (at most
+ * KX_POOL_BUFFERS buffers, KX_POOL_BYTES in all), where the next call's slots take them.  A consumer
+ * decodes fetch after fetch; buffers malloc'ed afresh each time would be mapped afresh, and faulting in
+ * a MiB of fresh pages (~250 faults) costs about what inflating a MiB of fast payload does.
  */
 #ifndef KAFKATX_AHEAD_H
 #define KAFKATX_AHEAD_H
@@ -80,6 +85,63 @@ typedef struct {
 } kx_ahead;
 
 #if KX_AHEAD_POSSIBLE
+
+#define KX_POOL_BUFFERS 8
+#define KX_POOL_BYTES ((Py_ssize_t)16 << 20)
+
+static pthread_mutex_t kx_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char *kx_pool_buf[KX_POOL_BUFFERS];
+static Py_ssize_t kx_pool_cap[KX_POOL_BUFFERS];
+static int kx_pool_n;
+static Py_ssize_t kx_pool_bytes;
+
+/* fork() while another thread holds the pool's lock would leave it held in the child */
+static void kx_pool_lock(void) { pthread_mutex_lock(&kx_pool_mu); }
+static void kx_pool_unlock(void) { pthread_mutex_unlock(&kx_pool_mu); }
+static pthread_once_t kx_pool_once = PTHREAD_ONCE_INIT;
+static void kx_pool_init(void) { pthread_atfork(kx_pool_lock, kx_pool_unlock, kx_pool_unlock); }
+
+/* Give each slot a pooled buffer, the largest first (locked by the pool's lock). */
+static void kx_pool_take(kx_slot *slots, Py_ssize_t depth)
+{
+    Py_ssize_t i;
+    pthread_once(&kx_pool_once, kx_pool_init);
+    pthread_mutex_lock(&kx_pool_mu);
+    for (i = 0; i < depth && kx_pool_n > 0; i++) {
+        int best = 0, k;
+        for (k = 1; k < kx_pool_n; k++)
+            if (kx_pool_cap[k] > kx_pool_cap[best])
+                best = k;
+        slots[i].buf = kx_pool_buf[best];
+        slots[i].cap = kx_pool_cap[best];
+        kx_pool_bytes -= kx_pool_cap[best];
+        kx_pool_n--;
+        kx_pool_buf[best] = kx_pool_buf[kx_pool_n];
+        kx_pool_cap[best] = kx_pool_cap[kx_pool_n];
+    }
+    pthread_mutex_unlock(&kx_pool_mu);
+}
+
+/* Keep the slots' buffers for the next call where the pool has room; free the others. */
+static void kx_pool_give(kx_slot *slots, Py_ssize_t depth)
+{
+    Py_ssize_t i;
+    pthread_mutex_lock(&kx_pool_mu);
+    for (i = 0; i < depth; i++) {
+        if (slots[i].buf == NULL)
+            continue;
+        if (kx_pool_n < KX_POOL_BUFFERS && slots[i].cap <= KX_POOL_BYTES - kx_pool_bytes) {
+            kx_pool_buf[kx_pool_n] = slots[i].buf;
+            kx_pool_cap[kx_pool_n] = slots[i].cap;
+            kx_pool_bytes += slots[i].cap;
+            kx_pool_n++;
+        } else {
+            free(slots[i].buf);
+        }
+        slots[i].buf = NULL;
+    }
+    pthread_mutex_unlock(&kx_pool_mu);
+}
 
 /* Inflate span j into its slot (called unlocked, by whoever marked the slot BUSY for j). */
 static void kx_ahead_fill(kx_ahead *a, Py_ssize_t j)
@@ -186,6 +248,7 @@ static kx_ahead *kx_ahead_open(const unsigned char *src, kx_span *spans, Py_ssiz
         free(a);
         return NULL;
     }
+    kx_pool_take(a->slots, a->depth);
     for (i = 0; i < threads; i++) {
         if (pthread_create(&a->threads[i], NULL, kx_ahead_work, a) != 0)
             break;
@@ -250,8 +313,7 @@ static void kx_ahead_close(kx_ahead *a)
     pthread_mutex_unlock(&a->mu);
     for (i = 0; i < a->nthreads; i++)
         pthread_join(a->threads[i], NULL);
-    for (i = 0; i < a->depth; i++)
-        free(a->slots[i].buf);
+    kx_pool_give(a->slots, a->depth);
     pthread_cond_destroy(&a->cv);
     pthread_mutex_destroy(&a->mu);
     free(a->slots);

@@ -300,6 +300,9 @@ _CITIES = (
 )
 _POOL_SIZE = 4096
 GZIP_LEVEL = 1  # compression.gzip.level (KIP-390); the fastest level keeps generation quick
+SEGMENTS_PER_PARTITION = 16  # what generate()'s default segment size aims at
+MIN_SEGMENT_BYTES = 1 << 20  # Kafka's smallest log.segment.bytes (KIP-1030)
+MAX_SEGMENT_BYTES = 1 << 30  # Kafka's default log.segment.bytes
 
 
 _PRODUCTS = (
@@ -708,6 +711,15 @@ class _Planner:
             yield self._send("idem" if self.idempotent else "plain", 0, tp, left, ts)
 
 
+def default_segment_bytes(records: int, bytes_per_record: float, partitions: int) -> int:
+    """:func:`generate`'s segment size when none is given: each partition's expected log in about
+    ``SEGMENTS_PER_PARTITION`` segments (so transactions span segments at any size), in whole MiB, from
+    Kafka's smallest ``log.segment.bytes`` (1 MiB) to its default (1 GiB)."""
+    per_partition = records * bytes_per_record / max(partitions, 1)
+    mib = -(-int(per_partition) // (SEGMENTS_PER_PARTITION << 20))
+    return min(max(mib << 20, MIN_SEGMENT_BYTES), MAX_SEGMENT_BYTES)
+
+
 def _estimate_bytes_per_record(tables_args, codecs, batch_records, seed) -> float:
     """Log bytes per record of a few sample batches (deterministic), to turn ``target_bytes`` into records."""
     tables = _Tables(*tables_args)
@@ -724,7 +736,7 @@ def _estimate_bytes_per_record(tables_args, codecs, batch_records, seed) -> floa
 
 def generate(path, *, topics=("orders",), partitions: int = 3, records=DEFAULT_RECORDS, producers: int = 4,
              abort_ratio: float = 0.1, zombie_ratio: float = 0.02, open_transactions: int = 1,
-             compression: str = "mixed", seed: int = 0, segment_bytes: int = 1 << 20,
+             compression: str = "mixed", seed: int = 0, segment_bytes: int | None = None,
              idempotent_producers: int = 1, plain_producers: int = 1, retry_ratio: float = 0.01,
              target_bytes: int | None = None, keys: int = 10_000, batch_records: tuple = (20, 400),
              transaction_version: int = 2, txn_state_partitions: int = 50, validate: bool = False,
@@ -736,6 +748,8 @@ def generate(path, *, topics=("orders",), partitions: int = 3, records=DEFAULT_R
     that size (an explicitly given ``records`` still caps it).  ``batch_records`` bounds the records per batch; ``keys`` is the number
     of distinct customers.  ``workers`` processes build the batches (default: as many as CPUs, at most 4,
     none on a single CPU; 0 builds them in this process) -- the output does not depend on it.
+    ``segment_bytes`` defaults to :func:`default_segment_bytes` (1 MiB while a partition's log stays
+    under 16 MiB, then a sixteenth of it, up to Kafka's 1 GiB); the manifest records the size used.
     ``validate=True`` has the writers decode every batch as ``LogValidator`` does (slower; the batches
     are built by kafkatx, so the default skips it -- CRC, framing and producer checks always run).  ``path`` must be missing or empty unless ``overwrite``.
     """
@@ -781,11 +795,16 @@ def generate(path, *, topics=("orders",), partitions: int = 3, records=DEFAULT_R
     from ..txncoord import IdempotentProducer, TransactionalProducer, TransactionCoordinator  # (import cycle)
 
     tables_args = (seed, keys, partitions)
+    per = None
     if target_bytes is not None:
         per = _estimate_bytes_per_record(tables_args, codecs, batch_records, seed)
         by_bytes = int(target_bytes / per)
         records = by_bytes if records is None else min(records, by_bytes)
     tps = [(t, p) for t in topics for p in range(partitions)]
+    if segment_bytes is None:
+        if per is None:
+            per = _estimate_bytes_per_record(tables_args, codecs, batch_records, seed)
+        segment_bytes = default_segment_bytes(records, per, len(tps))
     planner = _Planner(rng=random.Random(seed), tps=tps, codecs=codecs, producers=producers,
                        idempotent_producers=idempotent_producers, plain_producers=plain_producers,
                        abort_ratio=abort_ratio, zombie_ratio=zombie_ratio, retry_ratio=retry_ratio,
@@ -1002,7 +1021,8 @@ def build_parser(prog: str = "kafkatx generate") -> argparse.ArgumentParser:
     p.add_argument("--retry-ratio", type=_ratio, default=0.01)
     p.add_argument("--open-transactions", type=int, default=1)
     p.add_argument("--compression", default="mixed", choices=COMPRESSIONS + ("mixed",))
-    p.add_argument("--segment-bytes", type=_size, default=1 << 20)
+    p.add_argument("--segment-bytes", type=_size, default=None,
+                   help="segment size (default: a sixteenth of a partition's log, 1 MiB to 1 GiB)")
     p.add_argument("--batch-records", type=int, nargs=2, default=(20, 400), metavar=("MIN", "MAX"),
                    help="records per batch, drawn between MIN and MAX (default 20 400); small segments need small "
                         "batches")  # fmt: skip

@@ -16,7 +16,10 @@ timed runs, implementations interleaved, median reported, ``gc.collect()`` befor
   per partition on the partition's segment bytes already in memory (read, concatenated and given their
   aborted transactions and LSO before timing).  Both verify every CRC.  Target: the reader at >= 80 % of
   the in-memory rate (the ``kafkatx ÷ reference`` column).  The files are in the page cache (the checked
-  run reads them), so this measures the reader's overhead, not the disk.  ``generate()``'s default
+  run reads them), so this measures the reader's overhead, not the disk; before the row, the directory's
+  page cache is dropped and read back (:func:`cache_as_read_from_disk`), the state a broker directory,
+  backup or tiered segment read from disk is in (``--as-written`` skips that: right after ``generate()``
+  the pages are cached as the writer appended them, in small folios).  ``generate()``'s default
   segments are a sixteenth of a partition's log (22 MiB here; no ``.txnindex`` in most segments, so the
   aborted transactions come from a replay of every segment's headers).  ``close()`` returns before the
   segments are unmapped (a background thread does that); the summary line gives that time, not timed.
@@ -112,9 +115,29 @@ def _table_checksum(table) -> tuple[int, str]:
     return len(offsets), h.hexdigest()
 
 
-def read_row(path: str, manifest, kx, log=print, row_key="read", label="") -> Row:
+def cache_as_read_from_disk(path: str) -> None:
+    """Leave ``path``'s files in the page cache as a cold read from disk does: each one written back,
+    dropped (``POSIX_FADV_DONTNEED``) and read back in order, in 8 MiB reads.  The kernel then caches a
+    file of 2 MiB or more in large folios that map 2 MiB at a time, where pages cached as they were
+    written (small appends) are mapped 4 KiB at a time."""
+    for dirpath, _dirs, files in os.walk(path):
+        for name in sorted(files):
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                while os.read(fd, 8 << 20):
+                    pass
+            finally:
+                os.close(fd)
+
+
+def read_row(path: str, manifest, kx, log=print, row_key="read", label="", as_written=False) -> Row:
     import pyarrow as pa
     from kafkatx.log import open_log_dir, wait_for_release
+
+    if not as_written and hasattr(os, "posix_fadvise"):
+        cache_as_read_from_disk(path)
 
     with open_log_dir(path) as d:
         inputs = {}
@@ -367,6 +390,8 @@ def main(argv=None) -> int:
                     "overhead; mixed = generate()'s default)")  # fmt: skip
     ap.add_argument("--segment-bytes", type=int, help="segment size of the generated log (default: generate()'s)")
     ap.add_argument("--regenerate", action="store_true", help="generate the log again even if it is cached")
+    ap.add_argument("--as-written", action="store_true",
+                    help="read rows: keep the page cache as it is (else dropped and read back from disk first)")
     ap.add_argument("--rows", help="comma-separated: read, read_1mib, read_1gib, tail, write, write_headers_only "
                     "(default: all)")  # fmt: skip
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per cell; the median is reported")
@@ -392,7 +417,7 @@ def main(argv=None) -> int:
     if "read" in wanted or "tail" in wanted:
         path, manifest = generated_log(args.dir, size, args.compression, args.segment_bytes, args.regenerate)
     if "read" in wanted:
-        r = read_row(path, manifest, kx)
+        r = read_row(path, manifest, kx, as_written=args.as_written)
         print(f"read: {r.what}")
         run(r)
         del r
@@ -402,7 +427,7 @@ def main(argv=None) -> int:
                                   ("read_1gib", KAFKA_SEGMENT_BYTES, ", 1 GiB segments")):  # fmt: skip
         if key in wanted:
             other, other_manifest = generated_log(args.dir, size, args.compression, seg_bytes, args.regenerate)
-            r = read_row(other, other_manifest, kx, row_key=key, label=label)
+            r = read_row(other, other_manifest, kx, row_key=key, label=label, as_written=args.as_written)
             print(f"{key}: {r.what}")
             run(r)
             del r

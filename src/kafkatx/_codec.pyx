@@ -1525,8 +1525,8 @@ cdef class ReadCommittedFilter:
 
     cdef int _run(self, _Buffer b, object out, _Columns cols, Py_ssize_t *consumed) except -1:
         """Decode the complete batches of ``b``; a batch holding the last stable offset stays pending (its
-        records below the LSO are returned now, the rest once the LSO moves).  With ``inflate_threads``,
-        the compressed payloads are inflated ahead on that many threads (compression.InflateAhead)."""
+        records below the LSO are returned now, the rest once the LSO moves).  With ``inflate_threads``
+        (or INFLATE_AUTO where it pays), the compressed payloads are inflated ahead (_make_ahead)."""
         self._check_idle()
         self._busy = True
         try:
@@ -1697,13 +1697,14 @@ cdef object _c_ahead(const uint8_t *buf, list spans, int threads, Py_ssize_t max
 
 
 cdef enum:
-    # What inflating a payload costs, roughly, in tenths of a nanosecond per byte of its blocks (this VM:
-    # liblz4 and libzstd 1.5): stored blocks are copied, lz4 blocks and zstd blocks with raw literals run
-    # at a few GB/s of output, zstd blocks with Huffman-coded literals at about 1 GB/s
+    # What inflating a payload costs, roughly, in tenths of a nanosecond (this VM: liblz4 and libzstd 1.5):
+    # per byte of a stored block (copied), of an lz4 block (its output is not known from its header), and
+    # per byte a zstd block inflates to (a whole block but for the last, which is guessed), ~3 GB/s with
+    # raw literals and ~1 GB/s with Huffman-coded ones
     COST_COPY = 1
     COST_LZ4_BLOCK = 5
-    COST_ZSTD_BLOCK = 5
-    COST_ZSTD_HUFFMAN_BLOCK = 20
+    COST_ZSTD_OUT = 3
+    COST_ZSTD_HUFFMAN_OUT = 10
     # Under inflate_threads=None (compression.INFLATE_AUTO) a call's payloads are inflated on a background C
     # thread only when that costs at least AUTO_MIN_COST in all (starting and joining the thread costs
     # ~60-100 us) and AUTO_MIN_BATCH_COST a payload on average (handing one over costs a few us); measured
@@ -1715,7 +1716,7 @@ cdef enum:
 
 cdef Py_ssize_t _inflate_cost(const uint8_t *p, Py_ssize_t n, int cid) noexcept nogil:
     """What inflating the lz4 or zstd payload p[0:n] costs (in tenths of a ns; the COST_ weights of its
-    blocks); 0 where the frame does not parse."""
+    blocks, as far as its frames parse)."""
     cdef Py_ssize_t cost = 0
     if cid == 3:
         _lz4_inflated(p, n, &cost)
@@ -1905,11 +1906,12 @@ cdef Py_ssize_t _zstd_frame(const uint8_t *p, Py_ssize_t n, Py_ssize_t pos, Py_s
         need = 1 if btype == 1 else <Py_ssize_t>bsize  # RLE: one byte; raw and compressed: their size
         if need > n - pos:
             return -1
-        if cost != NULL:  # (a compressed block's literals: Huffman-coded where its first byte's low bits are 2, 3)
+        if cost != NULL:  # a compressed block costs by what it inflates to: a whole block, the last one guessed
             if btype != 2:
                 cost[0] += bsize * COST_COPY
-            elif bsize:
-                cost[0] += bsize * (COST_ZSTD_HUFFMAN_BLOCK if p[pos] & 3 >= 2 else COST_ZSTD_BLOCK)
+            elif bsize:  # (its literals are Huffman-coded where its first byte's low bits are 2 or 3)
+                cost[0] += ((ZSTD_BLOCK_OUT_MAX if not bh & 1 else min(ZSTD_BLOCK_OUT_MAX, PRESIZE_ZSTD_LAST_RATIO * <Py_ssize_t>bsize))
+                            * (COST_ZSTD_HUFFMAN_OUT if p[pos] & 3 >= 2 else COST_ZSTD_OUT))
         pos += need
         if btype == 2:
             bound += ZSTD_BLOCK_OUT_MAX

@@ -24,7 +24,7 @@ from kafkatx.log.generate import (
     murmur2,
     record_checksum,
 )
-from kafkatx.log.writer import PartitionWriter
+from kafkatx.log.writer import PartitionWriter, RecordTooLargeError
 from kafkatx.producer_state import ProducerSnapshotEntry, read_snapshot, write_snapshot
 from kafkatx.txncoord import TransactionCoordinator
 from kafkatx.txnlog import TransactionState
@@ -336,6 +336,11 @@ def test_batches_larger_than_a_segment_write_nothing(tmp_path):
         generate(out, records=3000, segment_bytes=64 << 10, compression="none", workers=0)
     assert out.is_dir() and not any(out.iterdir())  # one given empty stays, empty
     generate(out, records=3000, segment_bytes=64 << 10, batch_records=(5, 60), compression="none", workers=0)
+    # batches over Kafka's message.max.bytes (1 MiB): the same, with that limit named
+    big = tmp_path / "big"
+    with pytest.raises(RecordTooLargeError, match=r"do not fit in the writers' max.message.bytes; lower batch_records"):
+        generate(big, records=12_000, batch_records=(6000, 6000), compression="none", workers=0)
+    assert not big.exists()
 
 
 def test_cli(tmp_path, capfd):

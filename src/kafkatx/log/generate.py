@@ -52,7 +52,7 @@ from typing import NamedTuple
 
 from ..batch import BatchBuilder
 from ..errors import InvalidProducerEpochError, KafkaTxError
-from .writer import RecordBatchTooLargeError
+from .writer import RecordBatchTooLargeError, RecordTooLargeError
 
 __all__ = [
     "generate",
@@ -823,15 +823,17 @@ def generate(path, *, topics=("orders",), partitions: int = 3, records=DEFAULT_R
             coord.writer(*tp)  # every partition exists, even one that gets no data
         _execute(planner.events(), pool, 64 * max(workers, 1) if workers else 0, coord, txn, idem, stats, clock)
         expected = pool.results(planner.leo)
-    except RecordBatchTooLargeError as exc:
+    except (RecordBatchTooLargeError, RecordTooLargeError) as exc:
         # a workload that cannot be written whole is not written at all
         coord.close()
         shutil.rmtree(path)
         if existed:
             os.makedirs(path)  # (as it was: empty, or emptied by overwrite)
-        raise RecordBatchTooLargeError(
-            f"{exc}: batches of up to {hi} records do not fit in segment_bytes={segment_bytes}; raise segment_bytes "
-            "or lower batch_records (--batch-records; nothing was written)"
+        limit = (f"segment_bytes={segment_bytes}; raise segment_bytes or lower batch_records"
+                 if isinstance(exc, RecordBatchTooLargeError) else
+                 "the writers' max.message.bytes; lower batch_records")  # fmt: skip
+        raise type(exc)(
+            f"{exc}: batches of up to {hi} records do not fit in {limit} (--batch-records; nothing was written)"
         ) from None
     finally:
         pool.close()

@@ -1874,7 +1874,7 @@ cdef Py_ssize_t _zstd_frame(const uint8_t *p, Py_ssize_t n, Py_ssize_t pos, Py_s
     its last compressed block is guessed at (``PRESIZE_ZSTD_LAST_RATIO`` times its size instead of a whole
     block: zstd fills every block but the last); -1 where that walk would reject it.  ``cost`` (if not
     NULL) gets what inflating its blocks costs added (see _inflate_cost)."""
-    cdef Py_ssize_t hdr, fcs_len, need, bound = 0
+    cdef Py_ssize_t hdr, fcs_len, need, out, bound = 0
     cdef uint64_t fcs = 0
     cdef uint32_t bh, bsize, btype
     cdef uint8_t fhd
@@ -1910,8 +1910,10 @@ cdef Py_ssize_t _zstd_frame(const uint8_t *p, Py_ssize_t n, Py_ssize_t pos, Py_s
             if btype != 2:
                 cost[0] += bsize * COST_COPY
             elif bsize:  # (its literals are Huffman-coded where its first byte's low bits are 2 or 3)
-                cost[0] += ((ZSTD_BLOCK_OUT_MAX if not bh & 1 else min(ZSTD_BLOCK_OUT_MAX, PRESIZE_ZSTD_LAST_RATIO * <Py_ssize_t>bsize))
-                            * (COST_ZSTD_HUFFMAN_OUT if p[pos] & 3 >= 2 else COST_ZSTD_OUT))
+                out = ZSTD_BLOCK_OUT_MAX
+                if bh & 1:
+                    out = min(out, PRESIZE_ZSTD_LAST_RATIO * <Py_ssize_t>bsize)
+                cost[0] += out * (COST_ZSTD_HUFFMAN_OUT if p[pos] & 3 >= 2 else COST_ZSTD_OUT)
         pos += need
         if btype == 2:
             bound += ZSTD_BLOCK_OUT_MAX

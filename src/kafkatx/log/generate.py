@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..batch import BatchBuilder
+from ..compression import usable_cpus
 from ..errors import InvalidProducerEpochError, KafkaTxError
 from .writer import RecordBatchTooLargeError, RecordTooLargeError
 
@@ -746,7 +747,7 @@ def generate(path, *, topics=("orders",), partitions: int = 3, records=DEFAULT_R
     ``records`` data records are written (exactly; default 100 000).  With ``target_bytes`` the record
     count is derived from a deterministic estimate of log bytes per record, so the log comes out close to
     that size (an explicitly given ``records`` still caps it).  ``batch_records`` bounds the records per batch; ``keys`` is the number
-    of distinct customers.  ``workers`` processes build the batches (default: as many as CPUs, at most 4,
+    of distinct customers.  ``workers`` processes build the batches (default: as many as the CPUs it may use, at most 4,
     none on a single CPU; 0 builds them in this process) -- the output does not depend on it.
     ``segment_bytes`` defaults to :func:`default_segment_bytes` (1 MiB while a partition's log stays
     under 16 MiB, then a sixteenth of it, up to Kafka's 1 GiB); the manifest records the size used.
@@ -782,7 +783,7 @@ def generate(path, *, topics=("orders",), partitions: int = 3, records=DEFAULT_R
         raise ValueError(f"keys must be positive, got {keys}")
     codecs = _choose_compressions(compression)
     if workers is None:
-        cpus = os.cpu_count() or 1
+        cpus = usable_cpus()
         workers = 0 if cpus < 2 else min(cpus, 4)
     path = os.fspath(path)
     existed = os.path.exists(path)

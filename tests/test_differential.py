@@ -117,6 +117,20 @@ def test_kafkatx_batches_read_by_kafkapy(codec, kp_snappy, spec):
     _check_peer_batch(peer, spec, offsets, data)
 
 
+def test_two_frame_zstd_batches_read_by_peers(codec):
+    """Payloads of compression.ZSTD_SPLIT_MIN record bytes or more are two zstd frames (test_zstd_frames)."""
+    values = [b"value %d " % i + _spec.lcg_bytes(60 + i % 90, i) for i in range(2_000)]
+    b = codec.BatchBuilder(base_offset=9, compression="zstd")
+    for i, v in enumerate(values):
+        b.append(v, key=b"k%d" % i, timestamp=1_700_000_000_000 + i)
+    data = b.build()
+    assert len(list(compression._zstd_frames(memoryview(data)[61:]))) == 2
+    want = [(9 + i, b"k%d" % i, v) for i, v in enumerate(values)]
+    for peer in (aio_records.DefaultRecordBatch(data), kp_records.DefaultRecordBatch(data)):
+        assert peer.validate_crc() is True
+        assert [(r.offset, r.key, r.value) for r in peer] == want
+
+
 # ---------------------------------------------------------------------- (b) aiokafka, kafka-python → kafkatx
 peer_record_st = st.fixed_dictionaries(
     {

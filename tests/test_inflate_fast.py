@@ -1,4 +1,4 @@
-"""The compiled decoders inflate the payloads producers write -- one zstd frame, an lz4 frame of independent
+"""The compiled decoders inflate the payloads producers write -- zstd data frames, an lz4 frame of independent
 blocks without block checksums or content size -- in C, with the system's libzstd and liblz4 where they can
 be loaded (``_codec._inflate_fast``, ``_c/syslib.h``).  Every other payload, and any payload a library
 rejects, goes through ``kafkatx.compression`` instead, as the pure-Python twin always does.
@@ -102,8 +102,9 @@ ZSTD_VARIANTS = {
     "small window": zstandard.ZstdCompressor(
         compression_params=zstandard.ZstdCompressionParameters(window_log=10, write_content_size=0)
     ).compress(RECORDS),
+    "two frames": _zstd(RECORDS[:5000]) + _zstd(RECORDS[5000:]),  # (as kafkatx writes 64 KiB or more)
+    "two frames, one with a content size": _zstd(RECORDS[:5000], write_content_size=True) + _zstd(RECORDS[5000:]),
     # not for the C path: the Python path reads them
-    "two frames": _zstd(RECORDS[:5000]) + _zstd(RECORDS[5000:]),
     "skippable first": _skippable() + _zstd(),
     "skippable last": _zstd() + _skippable(),
     # both reject it
@@ -113,7 +114,8 @@ ZSTD_VARIANTS = {
 
 C_PATH = {"lz4": ["kafkatx", "content checksum", "256 KiB blocks", "4 MiB blocks", "high compression",
                   "stored blocks"],
-          "zstd": ["kafkatx", "content size", "checksum", "level 19", "small window"]}
+          "zstd": ["kafkatx", "content size", "checksum", "level 19", "small window", "two frames",
+                   "two frames, one with a content size"]}
 
 
 def test_the_c_path_takes_what_producers_write_and_leaves_the_rest():

@@ -28,6 +28,15 @@ cdef extern from "syslib.h" nogil:
     long kx_syslib_live(int which)
     const size_t KX_SCRATCH_MAX
 
+cdef extern from "deflate.h" nogil:
+    void kx_zstd_compressor_at(const char *path)
+    unsigned kx_zstd_compressor_version(int *bundled)
+    size_t kx_zstd_deflate_bound(size_t n)
+    long long kx_zstd_deflate(unsigned char *dst, size_t cap, const unsigned char *src, size_t n, int level,
+                              int threads)
+    long kx_zstd_worker_jobs()
+    const size_t KX_ZSTD_SPLIT_MIN
+
 cdef extern from "ahead.h" nogil:
     ctypedef long long (*kx_inflate_fn)(const unsigned char *src, Py_ssize_t n, int cid, unsigned char *dst,
                                         Py_ssize_t cap) noexcept nogil

@@ -22,6 +22,8 @@ from libc.string cimport memcpy, memset
 from libc.stdlib cimport malloc, realloc, free
 
 import array
+import importlib.machinery
+import importlib.util
 import os
 import time
 
@@ -128,6 +130,37 @@ if ZSTD_SYSTEM_VERSION:
     _compression._zstd_bytes = _zstd_frame_bytes
 
 cdef bint _SYS_ZSTD = ZSTD_SYSTEM_VERSION != 0
+
+
+# The builders compress zstd payloads of ZSTD_SPLIT_MIN record bytes or more in C (_c/deflate.h), with
+# python-zstandard's own libzstd where its CFFI module exports it, else the system's.
+ZSTD_SPLIT_MIN = KX_ZSTD_SPLIT_MIN
+
+
+def _zstandard_cffi_module():
+    """The file of python-zstandard's CFFI module (found, not imported), or "" if there is none."""
+    spec = importlib.util.find_spec("zstandard")
+    for folder in (spec.submodule_search_locations or ()) if spec is not None else ():
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(folder, "_cffi" + suffix)
+            if os.path.isfile(path):
+                return path
+    return ""
+
+
+kx_zstd_compressor_at(os.fsencode(_zstandard_cffi_module()))
+cdef int _ZSTD_DEFLATE = -1  # 1 / 0: whether kx_zstd_deflate can run (-1: not asked yet, see _zstd_compressor)
+
+
+def _zstd_compressor():
+    """``(version, bundled)`` of the libzstd the builders compress large zstd payloads with (loaded on the
+    first call): ``bundled`` True for python-zstandard's own; ``(0, False)`` where there is none (the
+    compression module then writes the same frames with python-zstandard, one after the other)."""
+    global _ZSTD_DEFLATE
+    cdef int bundled = 0
+    cdef unsigned version = kx_zstd_compressor_version(&bundled)
+    _ZSTD_DEFLATE = version != 0
+    return version, bool(bundled) and version != 0
 cdef bint _SYS_LZ4 = LZ4_SYSTEM_VERSION != 0
 
 # lz4 frame header checksums by FLG << 8 | BD (what Kafka's writers put in a frame descriptor without a
@@ -193,14 +226,69 @@ cdef Py_ssize_t _lz4_frame_inflate(const uint8_t *p, Py_ssize_t n, uint8_t *dst,
 
 
 cdef Py_ssize_t _zstd_frame_bound(const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    """What a payload of exactly one zstd frame inflates to at most (compression._zstd_frames' bound: its
-    content size when it has one, else its blocks' most), or -1 for anything else: several frames,
-    skippable ones, bytes after the frame, a header or block the walk would reject."""
-    cdef Py_ssize_t bound, end, last_cut
-    if n < 4 or _le32(p) != 0xFD2FB528U:
-        return -1
-    bound = _zstd_frame(p, n, 0, &end, &last_cut, NULL)
-    return bound if bound >= 0 and end == n else -1
+    """What a payload of one or more zstd data frames inflates to at most (the sum of compression._zstd_frames'
+    bounds: a frame's content size when it has one, else its blocks' most), or -1 for anything else:
+    skippable frames, bytes after the last frame, a header or block the walk would reject.  (libzstd
+    inflates frames that follow each other in one call.)"""
+    cdef Py_ssize_t pos = 0, total = 0, bound, end, last_cut
+    while pos < n:
+        if n - pos < 4 or _le32(p + pos) != 0xFD2FB528U:
+            return -1
+        bound = _zstd_frame(p, n, pos, &end, &last_cut, NULL)
+        if bound < 0:
+            return -1
+        total += bound
+        pos = end
+    return total if n else -1
+
+
+cdef bytes _compressed_batch(int cid, const uint8_t *records, Py_ssize_t n, object level):
+    """A new batch of ``RECORD_BATCH_OVERHEAD`` bytes (its header, for the caller to write) and the payload
+    of ``records[0, n)`` compressed with codec ``cid`` as compression.compress writes it.  A zstd payload
+    of ``ZSTD_SPLIT_MIN`` bytes or more is compressed here in C straight into the batch (see
+    _zstd_compressor): the same two frames, the second on _c/deflate.h's worker thread where the process
+    may use two CPUs."""
+    cdef bytes out
+    cdef object payload
+    cdef PyObject *sole
+    cdef Py_ssize_t cap
+    cdef long long got = -1
+    cdef int lvl, threads
+    cdef unsigned char *dst
+    if _ZSTD_DEFLATE < 0:
+        _zstd_compressor()
+    if cid == 4 and _ZSTD_DEFLATE and <size_t>n >= KX_ZSTD_SPLIT_MIN:
+        lvl = 3 if level is None else level
+        threads = _compression.usable_cpus() >= 2
+        cap = <Py_ssize_t>kx_zstd_deflate_bound(<size_t>n)
+        out = PyBytes_FromStringAndSize(NULL, RECORD_BATCH_OVERHEAD + cap)
+        dst = <unsigned char *>PyBytes_AS_STRING(out) + RECORD_BATCH_OVERHEAD
+        with nogil:
+            got = kx_zstd_deflate(dst, <size_t>cap, records, <size_t>n, lvl, threads)
+        if got >= 0:
+            if got == cap:
+                return out
+            sole = <PyObject *>out
+            Py_INCREF(out)
+            out = None  # as in _zstd_frame_bytes: ``sole`` holds the only reference
+            _PyBytes_Resize(&sole, RECORD_BATCH_OVERHEAD + <Py_ssize_t>got)
+            out = <bytes>sole
+            Py_DECREF(out)
+            return out
+        # libzstd failed (no memory for a context): python-zstandard writes it, or names the error
+    view = PyMemoryView_FromMemory(<char *>records, n, PyBUF_READ)
+    try:
+        payload = _compression.compress(cid, view, level)
+    finally:
+        view.release()
+    out = PyBytes_FromStringAndSize(NULL, RECORD_BATCH_OVERHEAD + len(payload))
+    memcpy(PyBytes_AS_STRING(out) + RECORD_BATCH_OVERHEAD, PyBytes_AS_STRING(payload), len(payload))
+    return out
+
+
+def _zstd_worker_jobs():
+    """How many frames _c/deflate.h's worker thread has compressed in this process (for the tests)."""
+    return kx_zstd_worker_jobs()
 
 
 def _thread_resources():
@@ -235,7 +323,7 @@ cdef long long _inflate_c(const unsigned char *p, Py_ssize_t n, int cid, unsigne
 
 cdef Py_ssize_t _fast_bound(const uint8_t *p, Py_ssize_t n, int cid, Py_ssize_t max_size) except -2:
     """What a payload of codec ``cid`` inflates to at most if it is one the system's libraries inflate in C
-    (one zstd frame; an lz4 frame of independent blocks without block checksums) within ``max_size`` and
+    (zstd data frames; an lz4 frame of independent blocks without block checksums) within ``max_size`` and
     the thread buffer's limit; -1 otherwise (the Python path takes it, and names any error)."""
     cdef Py_ssize_t bound
     if cid == 4 and _SYS_ZSTD:
@@ -251,7 +339,7 @@ cdef Py_ssize_t _fast_bound(const uint8_t *p, Py_ssize_t n, int cid, Py_ssize_t 
 
 cdef Py_ssize_t _inflate_fast(const uint8_t *p, Py_ssize_t n, int cid, Py_ssize_t max_size,
                               const uint8_t **out) except -2:
-    """Inflate a v2 payload as producers write it (one zstd frame; an lz4 frame of independent blocks
+    """Inflate a v2 payload as producers write it (zstd data frames; an lz4 frame of independent blocks
     without block checksums) with the system's libraries into the thread's buffer: its size, with ``*out``
     pointing at it until kx_scratch_release(); -1 when it is not of that form, is over ``max_size``, a
     library is missing or rejects it, or the buffer is in use: compression.decompress_view then takes it
@@ -2374,7 +2462,6 @@ cdef class BatchBuilder:
         cdef bytes out
         cdef uint8_t *o
         cdef Py_ssize_t plen
-        cdef object payload
         cdef int attributes
         self._built = True
         if self._count == 0:
@@ -2387,18 +2474,12 @@ cdef class BatchBuilder:
             o = <uint8_t *>PyBytes_AS_STRING(out)
             memcpy(o + RECORD_BATCH_OVERHEAD, self._buf + RECORD_BATCH_OVERHEAD, plen)
         else:
-            view = PyMemoryView_FromMemory(<char *>self._buf + RECORD_BATCH_OVERHEAD,
-                                           self._len - RECORD_BATCH_OVERHEAD, PyBUF_READ)
-            try:
-                payload = _compression.compress(self._cid, view, self._level)
-            finally:
-                view.release()
-            plen = len(payload)
+            out = _compressed_batch(self._cid, self._buf + RECORD_BATCH_OVERHEAD, self._len - RECORD_BATCH_OVERHEAD,
+                                    self._level)
+            plen = len(out) - RECORD_BATCH_OVERHEAD
             if plen + RECORD_BATCH_OVERHEAD - LOG_OVERHEAD > INT32_MAX_:
                 raise InvalidAppendError("compressed batch larger than 2^31-1 bytes")
-            out = PyBytes_FromStringAndSize(NULL, plen + RECORD_BATCH_OVERHEAD)
             o = <uint8_t *>PyBytes_AS_STRING(out)
-            memcpy(o + RECORD_BATCH_OVERHEAD, PyBytes_AS_STRING(payload), plen)
         _write_header(o, self.base_offset, <int32_t>(plen + RECORD_BATCH_OVERHEAD - LOG_OVERHEAD),
                       self.partition_leader_epoch, attributes, <int32_t>(self._last_offset - self.base_offset),
                       self._first_ts, self.log_append_time if self._ts_type else self._max_ts, self.producer_id,
@@ -3033,15 +3114,9 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
                 stop = min(n, start + per_batch)
                 with nogil:
                     max_ts = _encode_records(&c, o + RECORD_BATCH_OVERHEAD, start, stop, &hj)
-                view = PyMemoryView_FromMemory(<char *>o + RECORD_BATCH_OVERHEAD, sizes[b], PyBUF_READ)
-                try:
-                    payload = _compression.compress(cid, view, compression_level)
-                finally:
-                    view.release()
-                plen = len(payload)
-                batch = PyBytes_FromStringAndSize(NULL, RECORD_BATCH_OVERHEAD + plen)
+                batch = _compressed_batch(cid, o + RECORD_BATCH_OVERHEAD, sizes[b], compression_level)
+                plen = len(batch) - RECORD_BATCH_OVERHEAD
                 bstart = <uint8_t *>PyBytes_AS_STRING(batch)
-                memcpy(bstart + RECORD_BATCH_OVERHEAD, PyBytes_AS_STRING(payload), plen)
                 with nogil:
                     _seal_batch(bstart, plen, &bp, stop - start, _row_ts(&c, start), max_ts)
                 parts.append(batch)

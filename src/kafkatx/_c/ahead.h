@@ -1,7 +1,7 @@
 /*
  * ahead.h -- compressed payloads inflated on worker threads ahead of the decoder, entirely in C.
  *
- * The compiled decoders' inflate_threads path for the payloads producers write (one zstd frame; an lz4
+ * The compiled decoders' inflate_threads path for the payloads producers write (zstd data frames; an lz4
  * frame of independent blocks), which the system's libraries inflate with no Python call (syslib.h).
  * compression.InflateAhead does the same job in Python for any payload, but each of its payloads costs its
  * workers ~10-20 us of Python under the GIL, which the decoding thread wants back between batches: on

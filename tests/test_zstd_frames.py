@@ -1,0 +1,177 @@
+"""zstd payloads of ``compression.ZSTD_SPLIT_MIN`` record bytes or more are written as two frames, cut at
+half the records' bytes; the compiled builders compress the second on a worker thread (``_c/deflate.h``).
+
+What must hold: the cut depends on the size alone (both backends, with or without the C path or a thread,
+write the same frames), each frame holds its half, every reader takes the payload (kafkatx's fast path
+and its Python path; aiokafka and kafka-python in ``test_differential``; Kafka's own classes in
+``test_oracle``'s ``large_zstd`` case), and the worker thread is shared safely: builders on many threads, after fork(), and a worker that
+has not started when the caller is done (the caller compresses the frame itself).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import zstandard
+
+import _spec
+from conftest import load_backend, run_threads
+from kafkatx import compression
+
+CY = load_backend("cython")
+PY = load_backend("python")
+SPLIT = compression.ZSTD_SPLIT_MIN
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _batch(codec, values, compression_name="zstd", **kw):
+    b = codec.BatchBuilder(base_offset=7, producer_id=3, producer_epoch=1, base_sequence=0, transactional=True,
+                           compression=compression_name, **kw)
+    for i, v in enumerate(values):
+        b.append(v, key=b"key-%d" % i, timestamp=1_700_000_000_000 + i, headers=[("i", b"%d" % i)])
+    return b.build()
+
+
+def _values(total: int, seed: int = 1) -> list:
+    """Values of about ``total`` bytes in all: text with some repetition, as records are."""
+    out, n, i = [], 0, 0
+    while n < total:
+        v = b"event=%d user=u%d " % (i, (i * 7919) % 1000) + _spec.lcg_bytes(20 + i % 60, seed + i)
+        out.append(v)
+        n += len(v)
+        i += 1
+    return out
+
+
+def _frames(payload: bytes) -> list:
+    """The payload's zstd frames, each inflated on its own."""
+    d = zstandard.ZstdDecompressor()
+    return [d.decompressobj().decompress(payload[start:stop])
+            for start, stop, _ in compression._zstd_frames(memoryview(payload))]
+
+
+def _one_record_section(size: int) -> bytes:
+    """A value whose one-record batch has a records section of exactly ``size`` bytes."""
+    for n in range(size - 30, size):
+        v = _spec.lcg_bytes(n, 5)
+        if len(_batch(CY, [v], "none")) - 61 == size:
+            return v
+    raise AssertionError(size)
+
+
+@pytest.mark.parametrize("size, frames", [(SPLIT - 1, 1), (SPLIT, 2), (SPLIT + 1, 2)])
+def test_the_cut_is_at_half_the_records_bytes_from_split_min_on(codec, size, frames):
+    v = _one_record_section(size)
+    records = _batch(codec, [v], "none")[61:]
+    assert len(records) == size
+    parts = _frames(_batch(codec, [v])[61:])
+    assert len(parts) == frames
+    if frames == 2:
+        assert parts == [records[: size // 2], records[size // 2 :]]
+    else:
+        assert parts == [records]
+
+
+@pytest.mark.parametrize("level", [None, 1, 19, -5])
+def test_both_backends_write_the_same_frames(level):
+    values = _values(300_000)
+    cy, py = _batch(CY, values, compression_level=level), _batch(PY, values, compression_level=level)
+    version, bundled = CY._zstd_compressor()
+    if bundled or not version:  # python-zstandard's own libzstd (or none in C): the same bytes
+        assert cy == py
+    else:  # the system's: another libzstd version may choose other matches, in the same frames
+        assert _frames(cy[61:]) == _frames(py[61:])
+    assert [_spec.rec_tuple(r) for r in CY.decode_records(cy)] == [_spec.rec_tuple(r) for r in PY.decode_records(py)]
+
+
+def test_the_python_path_writes_what_the_c_path_writes():
+    """KAFKATX_SYSTEM_LIBS=0 keeps the compiled codec off every loaded library: compression._zstd writes the
+    two frames, one after the other, with python-zstandard."""
+    script = textwrap.dedent("""
+        import sys, kafkatx._codec as c
+        sys.path.insert(0, sys.argv[1])
+        from test_zstd_frames import _batch, _values
+        sys.stdout.write(_batch(c, _values(200_000)).hex() + " %d %d" % c._zstd_compressor())
+    """)
+    env = dict(os.environ, KAFKATX_SYSTEM_LIBS="0", PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"),
+                                                                               os.path.join(ROOT, "tests")]))
+    r = subprocess.run([sys.executable, "-c", script, os.path.join(ROOT, "tests")], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    hexed, version, bundled = r.stdout.split()
+    assert (version, bundled) == ("0", "0")  # no library in C: the Python path wrote it
+    here = _batch(CY, _values(200_000))
+    assert len(_frames(here[61:])) == 2
+    if CY._zstd_compressor()[1]:
+        assert bytes.fromhex(hexed) == here
+    else:
+        assert _frames(bytes.fromhex(hexed)[61:]) == _frames(here[61:])
+
+
+def test_two_frame_payloads_take_the_fast_path_and_decode_alike():
+    data = _batch(CY, _values(500_000))
+    payload = data[61:]
+    assert len(list(compression._zstd_frames(memoryview(payload)))) == 2
+    if CY.ZSTD_SYSTEM_VERSION:
+        assert CY._fast_path_bound(payload, 4) >= 500_000
+    want = [_spec.rec_tuple(r) for r in PY.decode_records(data)]
+    for kw in ({}, {"inflate_threads": 0}, {"inflate_threads": 1}):
+        assert [_spec.rec_tuple(r) for r in CY.decode_records(data, **kw)] == want
+        assert CY.decode_arrow(data, **kw).num_rows == len(want)
+
+
+def test_the_worker_compresses_second_frames_where_two_cpus_may_be_used():
+    before = CY._zstd_worker_jobs()
+    values = _values(2_000_000)  # a ~1 ms frame: a worker that can run has started on it by then
+    for _ in range(20):
+        _batch(CY, values)
+        if CY._zstd_worker_jobs() > before:
+            break
+    if CY._zstd_compressor()[0] and compression.usable_cpus() >= 2:
+        assert CY._zstd_worker_jobs() > before
+    else:
+        assert CY._zstd_worker_jobs() == before
+
+
+def test_builders_on_many_threads_share_the_worker():
+    sets = [_values(150_000 + 20_000 * i, seed=i) for i in range(6)]
+    want = [_batch(PY, v) for v in sets]
+    got = [None] * len(sets)
+
+    def work(i):
+        for _ in range(5):
+            out = _batch(CY, sets[i])
+            assert got[i] is None or got[i] == out
+            got[i] = out
+
+    assert run_threads(work, len(sets)) == []
+    for g, w in zip(got, want):
+        assert _frames(g[61:]) == _frames(w[61:])
+        assert [_spec.rec_tuple(r) for r in CY.decode_records(g)] == [_spec.rec_tuple(r) for r in PY.decode_records(w)]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_forked_child_starts_its_own_worker():
+    script = textwrap.dedent("""
+        import os, sys
+        sys.path.insert(0, sys.argv[1])
+        import kafkatx._codec as c
+        from test_zstd_frames import _batch, _values
+        values = _values(300_000)
+        first = _batch(c, values)  # the parent's worker is running now
+        pid = os.fork()
+        if pid == 0:
+            ok = all(_batch(c, values) == first for _ in range(10))
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), _batch(c, values) == first)
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), os.path.join(ROOT, "tests")]))
+    r = subprocess.run([sys.executable, "-c", script, os.path.join(ROOT, "tests")], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "True"]

@@ -73,7 +73,7 @@ CRC32C_IMPL = kx_crc32c_impl_name().decode()
 # (_c/syslib.h) The decoders inflate the payloads producers write with these, in C (_inflate_fast);
 # the compression module's paths use the first two where the libraries could be loaded.
 def _zstd_frame_into(src, out):
-    """Inflate the zstd frame ``src`` into the writable buffer ``out`` with the system's libzstd (see
+    """Inflate the zstd frame(s) ``src`` into the writable buffer ``out`` with the system's libzstd (see
     ``_c/syslib.h``), without the GIL: the bytes written, or -1 if libzstd rejects it (corrupt, or more
     than ``len(out)`` bytes) and -2 if it could not make a context (the caller then asks python-zstandard,
     which names the error)."""

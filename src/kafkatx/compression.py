@@ -575,7 +575,7 @@ def _zstd_decompressor(zstd=None):
 
 # Where the compiled codec can load the system's libzstd (``kafkatx._codec.ZSTD_SYSTEM_VERSION``, see
 # ``_c/syslib.h``: ~10% faster here than python-zstandard, and it inflates into the decoder's reused buffer)
-# it sets these to its inflaters of one zstd frame: ``_zstd_into(src, out)`` -> bytes written into ``out``
+# it sets these to its inflaters of zstd frames: ``_zstd_into(src, out)`` -> bytes written into ``out``
 # or < 0 if rejected, ``_zstd_bytes(src, bound)`` -> a new bytes or None if rejected.  None: python-zstandard.
 _zstd_into = None
 _zstd_bytes = None
@@ -584,27 +584,28 @@ _zstd_bytes = None
 def _unzstd(data, max_size: int, sink: _Sink):
     mv = memoryview(data)
     frames = list(_zstd_frames(mv))
-    if len(frames) == 1:  # what Kafka's producers write: checked first, it is on every zstd batch's path
-        start, stop, bound = frames[0]
-        if 0 < bound <= ZSTD_OWN_OUTPUT_MAX and bound <= max_size:
-            if sink.reuse and _zstd_into is not None:
-                out = sink.open(bound)
-                try:
-                    n = _zstd_into(mv[start:stop], out)
-                finally:
-                    out.release()
-                if n >= 0:
-                    return sink.close(n)
-            elif not sink.reuse and _zstd_bytes is not None:
-                out = _zstd_bytes(mv[start:stop], bound)
-                if out is not None:
-                    return out
-            # python-zstandard, also to name the error where libzstd rejected the frame
+    total_bound = sum(bound for _, _, bound in frames)
+    # what producers write (one frame; two from kafkatx's builders, see ZSTD_SPLIT_MIN): checked first, it is
+    # on every zstd batch's path.  libzstd inflates frames that follow each other in one call.
+    if len(frames) <= 2 and 0 < total_bound <= ZSTD_OWN_OUTPUT_MAX and total_bound <= max_size:
+        start, stop = frames[0][0], frames[-1][1]
+        if sink.reuse and _zstd_into is not None:
+            out = sink.open(total_bound)
             try:
-                return _zstd_decompressor().decompress(mv[start:stop], max_output_size=bound)
+                n = _zstd_into(mv[start:stop], out)
+            finally:
+                out.release()
+            if n >= 0:
+                return sink.close(n)
+        elif not sink.reuse and _zstd_bytes is not None:
+            out = _zstd_bytes(mv[start:stop], total_bound)
+            if out is not None:
+                return out
+        if len(frames) == 1:  # python-zstandard, also to name the error where libzstd rejected the frame
+            try:
+                return _zstd_decompressor().decompress(mv[start:stop], max_output_size=total_bound)
             except Exception as exc:  # zstandard.ZstdError
                 raise DecompressionError(f"invalid zstd payload: {exc}") from None
-    total_bound = sum(bound for _, _, bound in frames)
     if total_bound > max_size or not all(0 < bound <= ZSTD_ONE_SHOT_MAX for _, _, bound in frames):
         return _unzstd_streaming(mv, frames, max_size)
     # every frame in one call into the room its walk bounds (about twice as fast as a streaming object)

@@ -106,14 +106,14 @@ def batches(n: int = N_RECORDS, per_batch: int = BATCH_RECORDS):
 
 
 # ------------------------------------------------------------------------------------------ builders
-def encode_kafkatx(kx, codec: str, n: int, per_batch: int = BATCH_RECORDS) -> list:
+def encode_kafkatx(kx, codec: str, n: int, per_batch: int = BATCH_RECORDS, zstd_frames: int = 1) -> list:
     """Batches built by ``kx.BatchBuilder`` (``kx`` = the kafkatx package or one of its backend modules)."""
     keys, values, ts = records(n)
     out = []
     Builder = kx.BatchBuilder
     for base, pid, epoch, seq, start, stop in batches(n, per_batch):
         bb = Builder(base_offset=base, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                     transactional=True, compression=codec)  # fmt: skip
+                     transactional=True, compression=codec, zstd_frames=zstd_frames)  # fmt: skip
         append = bb.append
         for i in range(start, stop):
             append(values[i], keys[i], timestamp=ts[i])

@@ -342,16 +342,25 @@ def check_peer_encoding(kx, lib, parts, codec, n):
         assert got == want, f"{lib}: encoded records differ"
 
 
-def _encode_row(ctx: Context, key, name, codec):
+def _encode_row(ctx: Context, key, name, codec, zstd_frames=1):
     kx = ctx.kx
     n = ctx.n
     _data.records(n)  # inputs exist before timing
     expected = _data.build_log(codec, n)
 
     def check(lib, parts):
-        if lib == "kafkatx":
+        if lib == "kafkatx" and zstd_frames == 1:
             assert len(parts) == n // _data.BATCH_RECORDS, f"{lib}: {len(parts)} batches"
             assert b"".join(parts) == expected, "kafkatx: encoded log differs from the cached workload log"
+            return
+        if lib == "kafkatx":  # two frames a batch: the same records as the workload log
+            from kafkatx import compression as _compression
+
+            assert len(parts) == n // _data.BATCH_RECORDS, f"{lib}: {len(parts)} batches"
+            assert all(len(list(_compression._zstd_frames(memoryview(p)[_data.BATCH_HEADER_BYTES:]))) == 2
+                       for p in parts), "kafkatx: not two zstd frames a batch"  # fmt: skip
+            got = [(r.offset, r.timestamp, r.key, r.value) for r in kx.decode_records(b"".join(parts))]
+            assert got == [(r.offset, r.timestamp, r.key, r.value) for r in kx.decode_records(expected)]
             return
         check_peer_encoding(kx, lib, parts, codec, n)
 
@@ -363,14 +372,15 @@ def _encode_row(ctx: Context, key, name, codec):
         records=n,
         nbytes=len(expected),
         impls={
-            "kafkatx": lambda: _data.encode_kafkatx(kx, codec, n),
+            "kafkatx": lambda: _data.encode_kafkatx(kx, codec, n, zstd_frames=zstd_frames),
             "aiokafka": lambda: _data.encode_aiokafka(codec, n),
             "kafka-python": lambda: _data.encode_kafka_python(codec, n),
         },
         check=check,
         notes={
             "kafkatx": "BatchBuilder(base_offset, producer_id, producer_epoch, base_sequence, transactional=True,"
-            " compression).append(value, key, timestamp=ts) x1000; build()",
+            f" compression{', zstd_frames=2' if zstd_frames == 2 else ''}).append(value, key, timestamp=ts) x1000;"
+            " build()",
             "aiokafka": "DefaultRecordBatchBuilder(2, codec, 1, pid, epoch, seq, 1<<30)"
             ".append(offset_delta, ts, key, value, []) x1000; build()",
             "kafka-python": "DefaultRecordBatchBuilder(2, codec, 1, pid, epoch, seq, 1<<30)"
@@ -485,6 +495,12 @@ def _(ctx):
 @row("encode_zstd")
 def _(ctx):
     return _encode_row(ctx, "encode_zstd", "encode, zstd", "zstd")
+
+
+@row("encode_zstd_frames2")
+def _(ctx):
+    """zstd_frames=2: each payload as two frames, the second compressed on a worker thread."""
+    return _encode_row(ctx, "encode_zstd_frames2", "encode, zstd, two frames (zstd_frames=2)", "zstd", zstd_frames=2)
 
 
 @row("crc32c")

@@ -87,6 +87,8 @@ def builder_kwargs(spec_batch) -> dict:
         kw["log_append_time"] = spec_batch["log_append_time"]
     if "delete_horizon_ms" in spec_batch:
         kw["delete_horizon_ms"] = spec_batch["delete_horizon_ms"]
+    if "zstd_frames" in spec_batch:
+        kw["zstd_frames"] = spec_batch["zstd_frames"]
     return kw
 
 

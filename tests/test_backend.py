@@ -50,7 +50,7 @@ def test_both_backends_take_the_same_constructor_keywords():
     kwargs = {
         "BatchBuilder": dict(base_offset=5, producer_id=7, producer_epoch=1, base_sequence=0, transactional=True,
                              compression="none", compression_level=None, timestamp_type="create_time",
-                             partition_leader_epoch=3, log_append_time=None, delete_horizon_ms=None),
+                             partition_leader_epoch=3, log_append_time=None, delete_horizon_ms=None, zstd_frames=1),
         "BatchIterator": dict(data=data, verify_crc=True, max_decompressed_size=1 << 20),
         "ReadCommittedFilter": dict(aborted_transactions=[(1001, 3)], isolation="read_committed",
                                     last_stable_offset=None, fetch_offset=None, verify_crc=True,

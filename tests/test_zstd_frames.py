@@ -1,5 +1,6 @@
-"""zstd payloads of ``compression.ZSTD_SPLIT_MIN`` record bytes or more are written as two frames, cut at
-half the records' bytes; the compiled builders compress the second on a worker thread (``_c/deflate.h``).
+"""With ``zstd_frames=2``, zstd payloads of ``compression.ZSTD_SPLIT_MIN`` record bytes or more are written as
+two frames, cut at half the records' bytes; the compiled builders compress the second on a worker thread
+(``_c/deflate.h``).  One frame is the default.
 
 What must hold: the cut depends on the size alone (both backends, with or without the C path or a thread,
 write the same frames), each frame holds its half, every reader takes the payload (kafkatx's fast path
@@ -28,9 +29,9 @@ SPLIT = compression.ZSTD_SPLIT_MIN
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _batch(codec, values, compression_name="zstd", **kw):
+def _batch(codec, values, compression_name="zstd", zstd_frames=2, **kw):
     b = codec.BatchBuilder(base_offset=7, producer_id=3, producer_epoch=1, base_sequence=0, transactional=True,
-                           compression=compression_name, **kw)
+                           compression=compression_name, zstd_frames=zstd_frames, **kw)
     for i, v in enumerate(values):
         b.append(v, key=b"key-%d" % i, timestamp=1_700_000_000_000 + i, headers=[("i", b"%d" % i)])
     return b.build()
@@ -74,6 +75,43 @@ def test_the_cut_is_at_half_the_records_bytes_from_split_min_on(codec, size, fra
         assert parts == [records[: size // 2], records[size // 2 :]]
     else:
         assert parts == [records]
+
+
+def test_one_frame_is_the_default(codec):
+    values = _values(300_000)
+    b = codec.BatchBuilder(compression="zstd")
+    for i, v in enumerate(values):
+        b.append(v, key=b"key-%d" % i, timestamp=1_700_000_000_000 + i, headers=[("i", b"%d" % i)])
+    default = b.build()
+    assert len(_frames(default[61:])) == 1
+    assert default[61:] == _batch(codec, values, zstd_frames=1)[61:]
+    assert _frames(default[61:]) == [b"".join(_frames(_batch(codec, values)[61:]))]
+
+
+@pytest.mark.parametrize("bad, error", [(0, ValueError), (3, ValueError), (-1, ValueError), (True, TypeError),
+                                        (2.0, TypeError), ("2", TypeError), (None, TypeError)])
+def test_zstd_frames_other_than_1_or_2_is_refused_alike(codec, bad, error):
+    with pytest.raises(error, match="zstd_frames must be 1 or 2"):
+        codec.BatchBuilder(compression="zstd", zstd_frames=bad)
+    pa = pytest.importorskip("pyarrow")
+    with pytest.raises(error, match="zstd_frames must be 1 or 2"):
+        codec.encode_arrow(pa.table({"value": [b"v"]}), compression="zstd", zstd_frames=bad)
+
+
+def test_encode_arrow_writes_the_builders_frames(codec):
+    import pyarrow as pa
+
+    values = _values(200_000)
+    table = pa.table({"value": values})
+    for frames in (1, 2):
+        b = codec.BatchBuilder(compression="zstd", zstd_frames=frames)
+        for v in values:
+            b.append(v, timestamp=5)
+        built = b.build()
+        encoded = codec.encode_arrow(table, records_per_batch=len(values), compression="zstd", timestamp=5,
+                                     zstd_frames=frames)
+        assert encoded == built
+        assert len(_frames(encoded[61:])) == frames
 
 
 @pytest.mark.parametrize("level", [None, 1, 19, -5])

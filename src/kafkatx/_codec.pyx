@@ -242,12 +242,12 @@ cdef Py_ssize_t _zstd_frame_bound(const uint8_t *p, Py_ssize_t n) noexcept nogil
     return total if n else -1
 
 
-cdef bytes _compressed_batch(int cid, const uint8_t *records, Py_ssize_t n, object level):
+cdef bytes _compressed_batch(int cid, const uint8_t *records, Py_ssize_t n, object level, int frames):
     """A new batch of ``RECORD_BATCH_OVERHEAD`` bytes (its header, for the caller to write) and the payload
-    of ``records[0, n)`` compressed with codec ``cid`` as compression.compress writes it.  A zstd payload
-    of ``ZSTD_SPLIT_MIN`` bytes or more is compressed here in C straight into the batch (see
-    _zstd_compressor): the same two frames, the second on _c/deflate.h's worker thread where the process
-    may use two CPUs."""
+    of ``records[0, n)`` compressed with codec ``cid`` as compression.compress writes it.  With
+    ``zstd_frames=2`` (``frames``) a zstd payload of ``ZSTD_SPLIT_MIN`` bytes or more is compressed here in
+    C straight into the batch (see _zstd_compressor): the same two frames, the second on _c/deflate.h's
+    worker thread where the process may use two CPUs."""
     cdef bytes out
     cdef object payload
     cdef PyObject *sole
@@ -257,7 +257,7 @@ cdef bytes _compressed_batch(int cid, const uint8_t *records, Py_ssize_t n, obje
     cdef unsigned char *dst
     if _ZSTD_DEFLATE < 0:
         _zstd_compressor()
-    if cid == 4 and _ZSTD_DEFLATE and <size_t>n >= KX_ZSTD_SPLIT_MIN:
+    if cid == 4 and frames == 2 and _ZSTD_DEFLATE and <size_t>n >= KX_ZSTD_SPLIT_MIN:
         lvl = 3 if level is None else level
         threads = _compression.usable_cpus() >= 2
         cap = <Py_ssize_t>kx_zstd_deflate_bound(<size_t>n)
@@ -275,10 +275,10 @@ cdef bytes _compressed_batch(int cid, const uint8_t *records, Py_ssize_t n, obje
             out = <bytes>sole
             Py_DECREF(out)
             return out
-        # libzstd failed (no memory for a context): python-zstandard writes it, or names the error
+        # libzstd failed (no memory): python-zstandard writes it, or names the error
     view = PyMemoryView_FromMemory(<char *>records, n, PyBUF_READ)
     try:
-        payload = _compression.compress(cid, view, level)
+        payload = _compression.compress(cid, view, level, frames)
     finally:
         view.release()
     out = PyBytes_FromStringAndSize(NULL, RECORD_BATCH_OVERHEAD + len(payload))
@@ -2301,6 +2301,7 @@ cdef class BatchBuilder:
     cdef int _cid
     cdef bint _built  # build() was called: no more appends (declared here, it takes padding, not size)
     cdef object _level
+    cdef int _frames
     cdef int _ts_type
     cdef int32_t _count
     cdef int64_t _last_offset
@@ -2314,7 +2315,7 @@ cdef class BatchBuilder:
 
     def __init__(self, *, base_offset=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=False,
                  compression="none", compression_level=None, timestamp_type="create_time", partition_leader_epoch=-1,
-                 log_append_time=None, delete_horizon_ms=None):
+                 log_append_time=None, delete_horizon_ms=None, zstd_frames=1):
         if not _builder_args_ok(base_offset, producer_id, producer_epoch, base_sequence, transactional,
                                 partition_leader_epoch, delete_horizon_ms):
             base_offset, producer_id, producer_epoch, base_sequence, partition_leader_epoch, delete_horizon_ms = \
@@ -2326,6 +2327,7 @@ cdef class BatchBuilder:
         cid = _name_lookup(_CODEC_IDS, compression)
         self._cid = cid if cid is not None else _compression.codec_id(compression)
         self._level = None if compression_level is None else _compression.check_level(self._cid, compression_level)
+        self._frames = 1 if type(zstd_frames) is int and zstd_frames == 1 else _compression.check_zstd_frames(zstd_frames)
         self.base_offset = base_offset
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
@@ -2475,7 +2477,7 @@ cdef class BatchBuilder:
             memcpy(o + RECORD_BATCH_OVERHEAD, self._buf + RECORD_BATCH_OVERHEAD, plen)
         else:
             out = _compressed_batch(self._cid, self._buf + RECORD_BATCH_OVERHEAD, self._len - RECORD_BATCH_OVERHEAD,
-                                    self._level)
+                                    self._level, self._frames)
             plen = len(out) - RECORD_BATCH_OVERHEAD
             if plen + RECORD_BATCH_OVERHEAD - LOG_OVERHEAD > INT32_MAX_:
                 raise InvalidAppendError("compressed batch larger than 2^31-1 bytes")
@@ -2990,7 +2992,7 @@ cdef object _binary_array(object pa, object col, str name, BinView *v, list keep
 
 def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1, producer_epoch=-1,
                  base_sequence=-1, transactional=False, compression="none", compression_level=None,
-                 timestamp_type="create_time", partition_leader_epoch=-1, timestamp=None):
+                 timestamp_type="create_time", partition_leader_epoch=-1, timestamp=None, zstd_frames=1):
     """Encode the rows of a ``pyarrow.Table``/``RecordBatch`` as consecutive v2 record batches, in C.
 
     Columns: ``value`` (required), ``key``, ``timestamp`` (timestamp or int64 milliseconds; null means
@@ -3023,7 +3025,8 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
     base_offset, producer_id, producer_epoch, base_sequence, partition_leader_epoch, _ = check_builder_args(
         base_offset, producer_id, producer_epoch, base_sequence, transactional, partition_leader_epoch, None)
     cid = _compression.codec_id(compression)
-    _compression.check_level(cid, compression_level)
+    compression_level = _compression.check_level(cid, compression_level)
+    cdef int frames = _compression.check_zstd_frames(zstd_frames)
     attributes = cid | timestamp_type_bits(timestamp_type) | (TRANSACTIONAL_FLAG_MASK if transactional else 0)
     default_ts = int(time.time() * 1000) if timestamp is None else int64_arg(timestamp, "timestamp")
     cdef Py_ssize_t per_batch = check_records_per_batch(records_per_batch)
@@ -3114,7 +3117,7 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
                 stop = min(n, start + per_batch)
                 with nogil:
                     max_ts = _encode_records(&c, o + RECORD_BATCH_OVERHEAD, start, stop, &hj)
-                batch = _compressed_batch(cid, o + RECORD_BATCH_OVERHEAD, sizes[b], compression_level)
+                batch = _compressed_batch(cid, o + RECORD_BATCH_OVERHEAD, sizes[b], compression_level, frames)
                 plen = len(batch) - RECORD_BATCH_OVERHEAD
                 bstart = <uint8_t *>PyBytes_AS_STRING(batch)
                 with nogil:

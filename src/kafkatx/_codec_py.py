@@ -962,8 +962,8 @@ class BatchBuilder:
     """Builds one v2 record batch, byte for byte as Kafka's ``MemoryRecordsBuilder`` does."""
 
     __slots__ = ("_base_offset", "_producer_id", "_producer_epoch", "_base_sequence", "_transactional",
-                 "_partition_leader_epoch", "_log_append_time", "_delete_horizon_ms", "_cid", "_level", "_ts_type",
-                 "_records", "_count", "_last_offset", "_first_ts", "_max_ts", "_built")  # fmt: skip
+                 "_partition_leader_epoch", "_log_append_time", "_delete_horizon_ms", "_cid", "_level", "_frames",
+                 "_ts_type", "_records", "_count", "_last_offset", "_first_ts", "_max_ts", "_built")  # fmt: skip
 
     def __init__(
         self,
@@ -979,6 +979,7 @@ class BatchBuilder:
         partition_leader_epoch: int = -1,
         log_append_time=None,
         delete_horizon_ms=None,
+        zstd_frames: int = 1,
     ):
         base_offset, producer_id, producer_epoch, base_sequence, partition_leader_epoch, delete_horizon_ms = (
             check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
@@ -987,6 +988,7 @@ class BatchBuilder:
         ts_bits = timestamp_type_bits(timestamp_type)
         self._cid = _compression.codec_id(compression)
         self._level = _compression.check_level(self._cid, compression_level)
+        self._frames = _compression.check_zstd_frames(zstd_frames)
         self._base_offset = base_offset
         self._producer_id = producer_id
         self._producer_epoch = producer_epoch
@@ -1103,7 +1105,8 @@ class BatchBuilder:
         self._built = True
         if not self._count:
             return b""
-        payload = self._records if self._cid == 0 else _compression.compress(self._cid, self._records, self._level)
+        payload = (self._records if self._cid == 0 else
+                   _compression.compress(self._cid, self._records, self._level, self._frames))
         return _write_batch(
             self._base_offset,
             self._partition_leader_epoch,
@@ -1308,14 +1311,16 @@ def replay_transactions(position, base_offset, producer_id, attributes, magic, s
 
 def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1, producer_epoch=-1,
                  base_sequence=-1, transactional=False, compression="none", compression_level=None,
-                 timestamp_type="create_time", partition_leader_epoch=-1, timestamp=None) -> bytes:  # fmt: skip
+                 timestamp_type="create_time", partition_leader_epoch=-1, timestamp=None,
+                 zstd_frames=1) -> bytes:  # fmt: skip
     """Encode the rows of a ``pyarrow.Table``/``RecordBatch`` as consecutive v2 record batches."""
     import pyarrow as pa
 
     base_offset, producer_id, producer_epoch, base_sequence, partition_leader_epoch, _ = check_builder_args(
         base_offset, producer_id, producer_epoch, base_sequence, transactional, partition_leader_epoch, None)
     timestamp_type_bits(timestamp_type)
-    _compression.check_level(_compression.codec_id(compression), compression_level)
+    compression_level = _compression.check_level(_compression.codec_id(compression), compression_level)
+    _compression.check_zstd_frames(zstd_frames)
     default_ts = int(time.time() * 1000) if timestamp is None else int64_arg(timestamp, "timestamp")
     records_per_batch = check_records_per_batch(records_per_batch)
     table, tcol, header_rows = encode_table(table)
@@ -1348,7 +1353,7 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
         b = BatchBuilder(
             base_offset=offset, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=seq,
             transactional=transactional, compression=compression, compression_level=compression_level,
-            timestamp_type=timestamp_type, partition_leader_epoch=partition_leader_epoch,
+            timestamp_type=timestamp_type, partition_leader_epoch=partition_leader_epoch, zstd_frames=zstd_frames,
         )  # fmt: skip
         for i in range(start, stop):
             b.append(values[i], keys[i], timestamp=stamps[i], headers=headers[i])

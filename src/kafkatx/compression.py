@@ -638,19 +638,31 @@ def _unzstd_streaming(mv, frames, max_size: int) -> bytes:
     return out[0] if len(out) == 1 else b"".join(out)
 
 
-# A zstd payload of this many record bytes or more is written as two frames: the first half of the records
-# and the second (zstd frames that follow each other inflate to their contents one after the other; every
-# reader of Kafka's batches takes them).  The compiled builders compress the second on another core where
-# the process may use two (``_c/deflate.h``, which cuts in the same place); here both are compressed in turn.
-# What it costs: 1.3% more bytes on 110 KB of JSON-like records a batch, none on the benchmark's records.
+# ``zstd_frames=2`` (the builders' and encode_arrow's option): a zstd payload of this many record bytes or
+# more is written as two frames, the first half of the records and the second, so that the compiled
+# builders can compress the second on another core (``_c/deflate.h``, which cuts in the same place); here
+# both are compressed in turn.  zstd's format lets frames follow each other (RFC 8878), and Kafka's Java
+# classes, aiokafka and kafka-python 3.0 read such payloads (checked in the tests); kafka-python 2.0.2 and
+# kafka-python-ng inflate only the first frame, so a consumer on those would fail on the batch, which is
+# why one frame is the default.  What it costs: 1.3% more bytes on 110 KB of JSON-like records a batch,
+# none on the benchmark's records.
 ZSTD_SPLIT_MIN = 64 << 10
 
 
-def _zstd(data, level: int | None) -> bytes:
+def check_zstd_frames(n) -> int:
+    """``zstd_frames`` of the builders: 1 (the default: one frame) or 2 (two frames from ZSTD_SPLIT_MIN on)."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"zstd_frames must be 1 or 2, got {type(n).__name__}")
+    if n not in (1, 2):
+        raise ValueError(f"zstd_frames must be 1 or 2, got {n}")
+    return n
+
+
+def _zstd(data, level: int | None, frames: int = 1) -> bytes:
     zstd = _import("zstandard", "zstd")
     cctx = _zstd_compressor(zstd, 3 if level is None else check_level(ZSTD, level))
     data = byte_view(_contiguous(data))
-    if len(data) < ZSTD_SPLIT_MIN:
+    if frames == 1 or len(data) < ZSTD_SPLIT_MIN:
         return cctx.compress(data)
     cut = len(data) // 2
     return cctx.compress(data[:cut]) + cctx.compress(data[cut:])
@@ -877,8 +889,9 @@ def _decompress(cid: int, data, max_size: int, magic: int, sink: _Sink):
     raise UnsupportedCompressionError(f"unknown compression type id {cid}")
 
 
-def compress(cid: int, data, level: int | None = None) -> bytes:
-    """Compress a batch payload the way Kafka's Java producer frames it."""
+def compress(cid: int, data, level: int | None = None, zstd_frames: int = 1) -> bytes:
+    """Compress a batch payload the way Kafka's Java producer frames it (``zstd_frames``: see
+    ``ZSTD_SPLIT_MIN``)."""
     if cid == GZIP:
         return _gzip(data, level)
     if cid == SNAPPY:
@@ -886,7 +899,7 @@ def compress(cid: int, data, level: int | None = None) -> bytes:
     if cid == LZ4:
         return _lz4(data, level)
     if cid == ZSTD:
-        return _zstd(data, level)
+        return _zstd(data, level, zstd_frames)
     if cid == NONE:
         return bytes(data)
     raise UnsupportedCompressionError(f"unknown compression type id {cid}")

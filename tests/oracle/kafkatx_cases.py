@@ -236,6 +236,12 @@ def cases() -> dict:
             "description": f"KIP-390 compression level {c} {level}, 150 compressible records",
             "batches": _levels(c, level),
         }
+    two = _large("zstd")
+    two[0]["zstd_frames"] = 2
+    out["large_zstd_two_frames"] = {
+        "description": "the large case's zstd batch written with zstd_frames=2: two frames, the records' halves",
+        "batches": two,
+    }
     out["segment_mixed"] = {
         "description": "8 concatenated batches (every codec, idempotent and transactional producers, an offset "
         "gap, a log-append-time batch, levels) like a log segment",

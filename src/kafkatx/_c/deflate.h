@@ -3,11 +3,12 @@
  *
  * zstd at Kafka's default level is the slowest part of building a batch by far: ~3 ns a byte, against
  * well under 1 ns for encoding the records.  A producer builds one batch at a time, so the only way to use
- * a second core for it is inside the batch: a payload of KX_ZSTD_SPLIT_MIN record bytes or more is
- * written as two zstd frames, the records' first half and their second half (frames that follow each
- * other make one payload: Kafka's classes, librdkafka, franz-go and every zstd library read them as the
- * concatenation of their contents).  The cut depends on the size alone, so a builder writes the same
- * frames whether or not a thread was free (compression._zstd cuts in the same place).
+ * a second core for it is inside the batch.  With zstd_frames=2 (the builders' option; one frame is the
+ * default) a payload of KX_ZSTD_SPLIT_MIN record bytes or more is written as two zstd frames, the
+ * records' first half and their second half: zstd's format lets frames follow each other (RFC 8878), and
+ * Kafka's classes read such a payload as the concatenation of their contents (kafka-python 2.0.2, for one,
+ * does not: see compression.ZSTD_SPLIT_MIN).  The cut depends on the size alone, so a builder writes the
+ * same frames whether or not a thread was free (compression._zstd cuts in the same place).
  *
  * One worker thread for the process, started on first use, compresses the second frame while the caller
  * compresses the first.  A caller that finds the worker busy with another caller's frame, or finishes its
@@ -24,6 +25,10 @@
 #include <string.h>
 
 #include "syslib.h"
+
+#if KX_SYSLIB_POSSIBLE
+#  include <signal.h>
+#endif
 
 #define KX_ZSTD_SPLIT_MIN ((size_t)64 << 10) /* compression.ZSTD_SPLIT_MIN */
 
@@ -68,10 +73,8 @@ static void kx_zstd_compressor_at(const char *path)
 
 static void kx_zc_free_context(void *cctx)
 {
-    if (cctx != NULL) {
+    if (cctx != NULL)
         kx_zc.release(cctx);
-        __atomic_sub_fetch(&kx_zs_live, 1, __ATOMIC_RELAXED);
-    }
 }
 
 static int kx_zc_try(const char *name, int bundled)
@@ -128,8 +131,8 @@ static size_t kx_zstd_bound(size_t n)
  * Compress src[0, n) at ``level`` into dst[0, cap) as one frame with neither a content size nor a
  * checksum (as compression._zstd asks python-zstandard to, and as zstd-jni's stream writes Kafka's
  * frames), with the calling thread's context (made on first use, freed when the thread ends): the bytes
- * written, -1 if libzstd fails (cap short of kx_zstd_bound(n), a level it refuses), -2 if no context could
- * be made.  Needs kx_zstd_compressor_version() != 0; needs no GIL.
+ * written, -1 if libzstd fails (cap short of kx_zstd_bound(n), no memory), -2 if no context could be
+ * made.  Needs kx_zstd_compressor_version() != 0; needs no GIL.
  */
 static long long kx_zstd_frame(void *dst, size_t cap, const void *src, size_t n, int level)
 {
@@ -143,7 +146,6 @@ static long long kx_zstd_frame(void *dst, size_t cap, const void *src, size_t n,
             kx_zc.release(cctx);
             return -2;
         }
-        __atomic_add_fetch(&kx_zs_live, 1, __ATOMIC_RELAXED);
     }
     /* ZSTD_c_compressionLevel 100, ZSTD_c_contentSizeFlag 200, ZSTD_c_checksumFlag 201 (zstd.h, stable) */
     if (kx_zc.is_error(kx_zc.set_parameter(cctx, 100, level)) || kx_zc.is_error(kx_zc.set_parameter(cctx, 200, 0))
@@ -200,9 +202,9 @@ static void kx_dw_child(void)
     kx_dw.started = 0;
     kx_dw.owned = 0;
     kx_dw.state = KX_DW_IDLE;
+    pthread_mutex_init(&kx_dw.mu, NULL);
     pthread_cond_init(&kx_dw.job, NULL);
     pthread_cond_init(&kx_dw.done, NULL);
-    pthread_mutex_unlock(&kx_dw.mu);
 }
 static pthread_once_t kx_dw_once = PTHREAD_ONCE_INIT;
 static void kx_dw_init(void) { pthread_atfork(kx_dw_prepare, kx_dw_parent, kx_dw_child); }
@@ -213,15 +215,20 @@ static int kx_dw_post(const void *src, size_t n, void *dst, size_t cap, int leve
 {
     pthread_attr_t attr;
     pthread_t t;
+    sigset_t all, old;
     int ok = 0;
     pthread_once(&kx_dw_once, kx_dw_init);
     pthread_mutex_lock(&kx_dw.mu);
     if (kx_dw.started == 0) {
         kx_dw.started = -1;
         if (pthread_attr_init(&attr) == 0) {
+            /* the worker takes no signals: they stay with the threads Python runs on */
+            sigfillset(&all);
+            pthread_sigmask(SIG_SETMASK, &all, &old);
             if (pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0
                 && pthread_create(&t, &attr, kx_dw_main, NULL) == 0)
                 kx_dw.started = 1;
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
             pthread_attr_destroy(&attr);
         }
     }

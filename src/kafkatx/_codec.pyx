@@ -130,10 +130,11 @@ if ZSTD_SYSTEM_VERSION:
     _compression._zstd_bytes = _zstd_frame_bytes
 
 cdef bint _SYS_ZSTD = ZSTD_SYSTEM_VERSION != 0
+cdef bint _SYS_LZ4 = LZ4_SYSTEM_VERSION != 0
 
 
-# The builders compress zstd payloads of ZSTD_SPLIT_MIN record bytes or more in C (_c/deflate.h), with
-# python-zstandard's own libzstd where its CFFI module exports it, else the system's.
+# With zstd_frames=2 the builders compress zstd payloads of ZSTD_SPLIT_MIN record bytes or more in C
+# (_c/deflate.h), with python-zstandard's own libzstd where its CFFI module exports it, else the system's.
 ZSTD_SPLIT_MIN = KX_ZSTD_SPLIT_MIN
 
 
@@ -161,7 +162,7 @@ def _zstd_compressor():
     cdef unsigned version = kx_zstd_compressor_version(&bundled)
     _ZSTD_DEFLATE = version != 0
     return version, bool(bundled) and version != 0
-cdef bint _SYS_LZ4 = LZ4_SYSTEM_VERSION != 0
+
 
 # lz4 frame header checksums by FLG << 8 | BD (what Kafka's writers put in a frame descriptor without a
 # content size), -1 until compression._lz4_header_checksum (xxHash32) has given one
@@ -255,9 +256,8 @@ cdef bytes _compressed_batch(int cid, const uint8_t *records, Py_ssize_t n, obje
     cdef long long got = -1
     cdef int lvl, threads
     cdef unsigned char *dst
-    if _ZSTD_DEFLATE < 0:
-        _zstd_compressor()
-    if cid == 4 and frames == 2 and _ZSTD_DEFLATE and <size_t>n >= KX_ZSTD_SPLIT_MIN:
+    if cid == 4 and frames == 2 and <size_t>n >= KX_ZSTD_SPLIT_MIN and (
+            _ZSTD_DEFLATE > 0 or (_ZSTD_DEFLATE < 0 and _zstd_compressor()[0])):
         lvl = 3 if level is None else level
         threads = _compression.usable_cpus() >= 2
         cap = <Py_ssize_t>kx_zstd_deflate_bound(<size_t>n)

@@ -569,10 +569,11 @@ def test_version(capfd):
 
         assert f"CRC-32C: {_codec.CRC32C_IMPL}" in out
         v = _codec.ZSTD_SYSTEM_VERSION
-        assert ("zstd: system libzstd 1." if v else "zstd: python-zstandard") in out
+        assert ("zstd reads: system libzstd 1." if v else "zstd reads: python-zstandard") in out
         v, bundled = _codec._zstd_compressor()
-        assert ("zstd writes: python-zstandard" if not v else
-                "zstd writes: python-zstandard's libzstd 1." if bundled else "zstd writes: system libzstd 1.") in out
+        assert ("zstd writes: python-zstandard;" if not v else
+                "zstd writes: python-zstandard (zstd_frames=2: python-zstandard's libzstd 1." if bundled else
+                "zstd writes: python-zstandard (zstd_frames=2: system libzstd 1.") in out
         v = _codec.LZ4_SYSTEM_VERSION
         assert ("lz4: system liblz4 1." if v else "lz4: cramjam") in out
 

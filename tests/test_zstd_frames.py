@@ -5,7 +5,7 @@ two frames, cut at half the records' bytes; the compiled builders compress the s
 What must hold: the cut depends on the size alone (both backends, with or without the C path or a thread,
 write the same frames), each frame holds its half, every reader takes the payload (kafkatx's fast path
 and its Python path; aiokafka and kafka-python in ``test_differential``; Kafka's own classes in
-``test_oracle``'s ``large_zstd`` case), and the worker thread is shared safely: builders on many threads, after fork(), and a worker that
+``test_oracle``'s ``large_zstd_two_frames`` case), and the worker thread is shared safely: builders on many threads, after fork(), and a worker that
 has not started when the caller is done (the caller compresses the frame itself).
 """
 
@@ -91,11 +91,22 @@ def test_one_frame_is_the_default(codec):
 @pytest.mark.parametrize("bad, error", [(0, ValueError), (3, ValueError), (-1, ValueError), (True, TypeError),
                                         (2.0, TypeError), ("2", TypeError), (None, TypeError)])
 def test_zstd_frames_other_than_1_or_2_is_refused_alike(codec, bad, error):
-    with pytest.raises(error, match="zstd_frames must be 1 or 2"):
+    import pyarrow as pa
+
+    with pytest.raises(error, match="zstd_frames must be (the integer )?1 or 2"):
         codec.BatchBuilder(compression="zstd", zstd_frames=bad)
-    pa = pytest.importorskip("pyarrow")
-    with pytest.raises(error, match="zstd_frames must be 1 or 2"):
+    with pytest.raises(error, match="zstd_frames must be (the integer )?1 or 2"):
         codec.encode_arrow(pa.table({"value": [b"v"]}), compression="zstd", zstd_frames=bad)
+
+
+def test_zstd_frames_takes_any_integer_type(codec):
+    """As the other integer arguments do: numpy integers and other ``__index__`` types."""
+    import numpy as np
+
+    values = _values(100_000)
+    want = _batch(codec, values, zstd_frames=2)
+    assert _batch(codec, values, zstd_frames=np.int64(2)) == want
+    assert _batch(codec, values, zstd_frames=np.int8(1)) == _batch(codec, values, zstd_frames=1)
 
 
 def test_encode_arrow_writes_the_builders_frames(codec):
@@ -213,3 +224,18 @@ def test_a_forked_child_starts_its_own_worker():
                        env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["0", "True"]
+
+
+def test_encode_arrow_checks_its_arguments_in_one_order_on_both_backends():
+    import pyarrow as pa
+
+    table = pa.table({"value": [b"v"]})
+    for kw in (dict(timestamp_type="bogus", zstd_frames=3), dict(compression="bogus", timestamp_type="bogus"),
+               dict(compression="zstd", compression_level=99, zstd_frames=0),
+               dict(compression="gzip", zstd_frames="2", timestamp_type="bogus")):
+        errors = []
+        for codec in (CY, PY):
+            with pytest.raises(Exception) as ei:
+                codec.encode_arrow(table, **kw)
+            errors.append((type(ei.value), str(ei.value)))
+        assert errors[0] == errors[1], kw

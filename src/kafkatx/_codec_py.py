@@ -1318,9 +1318,10 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
 
     base_offset, producer_id, producer_epoch, base_sequence, partition_leader_epoch, _ = check_builder_args(
         base_offset, producer_id, producer_epoch, base_sequence, transactional, partition_leader_epoch, None)
-    timestamp_type_bits(timestamp_type)
+    # (in the compiled encode_arrow's order: the codec, its level, zstd_frames, the timestamp type)
     compression_level = _compression.check_level(_compression.codec_id(compression), compression_level)
     _compression.check_zstd_frames(zstd_frames)
+    timestamp_type_bits(timestamp_type)
     default_ts = int(time.time() * 1000) if timestamp is None else int64_arg(timestamp, "timestamp")
     records_per_batch = check_records_per_batch(records_per_batch)
     table, tcol, header_rows = encode_table(table)

@@ -1003,10 +1003,10 @@ def cmd_version(args) -> int:
 
         parts.append(f"CRC-32C: {_codec.CRC32C_IMPL}")
         v = _codec.ZSTD_SYSTEM_VERSION
-        parts.append("zstd: " + (system("libzstd", v) if v else "python-zstandard"))
-        v, bundled = _codec._zstd_compressor()  # (the payloads of ZSTD_SPLIT_MIN bytes or more, in C)
+        parts.append("zstd reads: " + (system("libzstd", v) if v else "python-zstandard"))
+        v, bundled = _codec._zstd_compressor()  # (zstd_frames=2 payloads of ZSTD_SPLIT_MIN bytes or more)
         lib = system("libzstd", v).replace("system", "python-zstandard's") if bundled else system("libzstd", v)
-        parts.append("zstd writes: " + (f"{lib} in C from 64 KiB" if v else "python-zstandard"))
+        parts.append("zstd writes: python-zstandard" + (f" (zstd_frames=2: {lib} in C)" if v else ""))
         v = _codec.LZ4_SYSTEM_VERSION
         parts.append("lz4: " + (system("liblz4", v) + " and cramjam" if v else "cramjam"))
     parts.append(f"Python {sys.version.split()[0]}")

@@ -650,12 +650,14 @@ ZSTD_SPLIT_MIN = 64 << 10
 
 
 def check_zstd_frames(n) -> int:
-    """``zstd_frames`` of the builders: 1 (the default: one frame) or 2 (two frames from ZSTD_SPLIT_MIN on)."""
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"zstd_frames must be 1 or 2, got {type(n).__name__}")
-    if n not in (1, 2):
-        raise ValueError(f"zstd_frames must be 1 or 2, got {n}")
-    return n
+    """``zstd_frames`` of the builders: 1 (the default: one frame) or 2 (two frames from ZSTD_SPLIT_MIN on),
+    as an int (anything with ``__index__`` but a bool; else a TypeError, and a ValueError for other ints)."""
+    value = as_int(n)
+    if value is None:
+        raise TypeError(f"zstd_frames must be the integer 1 or 2, got {type(n).__name__}")
+    if value not in (1, 2):
+        raise ValueError(f"zstd_frames must be 1 or 2, got {value}")
+    return value
 
 
 def _zstd(data, level: int | None, frames: int = 1) -> bytes:
@@ -899,7 +901,7 @@ def compress(cid: int, data, level: int | None = None, zstd_frames: int = 1) -> 
     if cid == LZ4:
         return _lz4(data, level)
     if cid == ZSTD:
-        return _zstd(data, level, zstd_frames)
+        return _zstd(data, level, zstd_frames if zstd_frames == 1 else check_zstd_frames(zstd_frames))
     if cid == NONE:
         return bytes(data)
     raise UnsupportedCompressionError(f"unknown compression type id {cid}")

@@ -15,7 +15,7 @@
  * own frame before the worker has started on the second, compresses the second frame itself: a caller
  * never waits for a frame nobody is compressing, and two builders on two threads each get a core.
  *
- * Every call here runs without the GIL; the caller keeps its buffers alive until the call returns (the
+ * The compression calls need no GIL; the caller keeps its buffers alive until the call returns (the
  * worker only touches them between being handed a job and marking it done, which the caller waits for).
  * After fork() the child starts without the worker (the thread is not copied); the next call starts one.
  */

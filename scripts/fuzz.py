@@ -68,8 +68,12 @@ def _compress(rng: random.Random, cid: int, data: bytes) -> bytes:
                                   block_linked=False, store_size=rng.random() < 0.3,
                                   content_checksum=rng.random() < 0.3)  # fmt: skip
     if cid == 4:
-        return zstandard.ZstdCompressor(level=rng.choice([1, 3, 9]), write_content_size=rng.random() < 0.5,
-                                        write_checksum=rng.random() < 0.3).compress(data)  # fmt: skip
+        c = zstandard.ZstdCompressor(level=rng.choice([1, 3, 9]), write_content_size=rng.random() < 0.5,
+                                     write_checksum=rng.random() < 0.3)  # fmt: skip
+        if rng.random() < 0.3:  # two frames, as BatchBuilder(zstd_frames=2) writes large payloads
+            cut = rng.randrange(len(data) + 1)
+            return c.compress(data[:cut]) + c.compress(data[cut:])
+        return c.compress(data)
     return data
 
 

@@ -226,3 +226,26 @@ def test_a_finished_thread_frees_its_zstd_context_and_buffer():
     assert max(z for z, _ in held) <= before[0] + 10 and max(b for _, b in held) <= before[1] + 10
     after = CY._thread_resources()
     assert after[0] <= before[0] + 10 and after[1] <= before[1] + 10
+
+
+def test_a_frame_inflating_past_its_walked_bound_is_refused_whatever_the_thread_buffer_held():
+    """A damaged zstd frame (found by scripts/fuzz.py, seed 1701) that libzstd inflates past the bound its
+    block headers give: refused with the same error on both backends, also on a thread whose reusable
+    buffer an earlier, larger payload had grown (the Python path once let libzstd fill the whole buffer)."""
+    import os
+    import pathlib
+
+    data = (pathlib.Path(__file__).parent / "vectors" / "zstd-output-past-bound.bin").read_bytes()
+    grow = struct.pack("<II", 0x184D2A50, 4) + bytes(4) + _zstd(os.urandom(1000) * 3000, write_content_size=True)
+    got = {}
+
+    def work(grown):
+        if grown:
+            assert len(compression.decompress_view(ZSTD, grow)) == 3_000_000  # (the Python path: a skippable frame)
+        got[grown] = [_outcome(codec, data, verify_crc=False) for codec in (CY, PY)]
+
+    for grown in (False, True):
+        assert run_threads(lambda _i, g=grown: work(g), 1) == []
+    for grown in (False, True):
+        assert got[grown][0] == got[grown][1]  # both backends, the same error and message
+        assert got[grown][0][:2] == ("error", "DecompressionError")  # (libzstd's words depend on its context's past)

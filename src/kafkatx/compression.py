@@ -591,8 +591,8 @@ def _unzstd(data, max_size: int, sink: _Sink):
         start, stop = frames[0][0], frames[-1][1]
         if sink.reuse and _zstd_into is not None:
             out = sink.open(total_bound)
-            try:
-                n = _zstd_into(mv[start:stop], out)
+            try:  # (the room is exactly the bound: the thread's buffer may be larger, from an earlier payload)
+                n = _zstd_into(mv[start:stop], out[:total_bound])
             finally:
                 out.release()
             if n >= 0:

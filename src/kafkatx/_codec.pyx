@@ -149,17 +149,19 @@ def _zstandard_cffi_module():
     return ""
 
 
-kx_zstd_compressor_at(os.fsencode(_zstandard_cffi_module()))
 cdef int _ZSTD_DEFLATE = -1  # 1 / 0: whether kx_zstd_deflate can run (-1: not asked yet, see _zstd_compressor)
 
 
 def _zstd_compressor():
-    """``(version, bundled)`` of the libzstd the builders compress large zstd payloads with (loaded on the
-    first call): ``bundled`` True for python-zstandard's own; ``(0, False)`` where there is none (the
-    compression module then writes the same frames with python-zstandard, one after the other)."""
+    """``(version, bundled)`` of the libzstd the builders compress large zstd payloads with (looked for and
+    loaded on the first call): ``bundled`` True for python-zstandard's own; ``(0, False)`` where there is
+    none (the compression module then writes the same frames with python-zstandard, one after the other)."""
     global _ZSTD_DEFLATE
     cdef int bundled = 0
-    cdef unsigned version = kx_zstd_compressor_version(&bundled)
+    cdef unsigned version
+    if _ZSTD_DEFLATE < 0:
+        kx_zstd_compressor_at(os.fsencode(_zstandard_cffi_module()))
+    version = kx_zstd_compressor_version(&bundled)
     _ZSTD_DEFLATE = version != 0
     return version, bool(bundled) and version != 0
 

@@ -998,14 +998,14 @@ def cmd_version(args) -> int:
     if kafkatx.BACKEND == "cython":
         from . import _codec
 
-        def system(name: str, v: int) -> str:
-            return f"system {name} {v // 10000}.{v // 100 % 100}.{v % 100}"
+        def system(name: str, v: int, whose: str = "system") -> str:
+            return f"{whose} {name} {v // 10000}.{v // 100 % 100}.{v % 100}"
 
         parts.append(f"CRC-32C: {_codec.CRC32C_IMPL}")
         v = _codec.ZSTD_SYSTEM_VERSION
         parts.append("zstd reads: " + (system("libzstd", v) if v else "python-zstandard"))
         v, bundled = _codec._zstd_compressor()  # (zstd_frames=2 payloads of ZSTD_SPLIT_MIN bytes or more)
-        lib = system("libzstd", v).replace("system", "python-zstandard's") if bundled else system("libzstd", v)
+        lib = system("libzstd", v, "python-zstandard's" if bundled else "system")
         parts.append("zstd writes: python-zstandard" + (f" (zstd_frames=2: {lib} in C)" if v else ""))
         v = _codec.LZ4_SYSTEM_VERSION
         parts.append("lz4: " + (system("liblz4", v) + " and cramjam" if v else "cramjam"))

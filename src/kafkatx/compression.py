@@ -585,9 +585,9 @@ def _unzstd(data, max_size: int, sink: _Sink):
     mv = memoryview(data)
     frames = list(_zstd_frames(mv))
     total_bound = sum(bound for _, _, bound in frames)
-    # what producers write (one frame; two from kafkatx's builders, see ZSTD_SPLIT_MIN): checked first, it is
-    # on every zstd batch's path.  libzstd inflates frames that follow each other in one call.
-    if len(frames) <= 2 and 0 < total_bound <= ZSTD_OWN_OUTPUT_MAX and total_bound <= max_size:
+    # what producers write (one frame, or two with zstd_frames=2) comes first: it is on every zstd batch's
+    # path.  libzstd inflates frames that follow each other in one call.
+    if 0 < total_bound <= ZSTD_OWN_OUTPUT_MAX and total_bound <= max_size:
         start, stop = frames[0][0], frames[-1][1]
         if sink.reuse and _zstd_into is not None:
             out = sink.open(total_bound)

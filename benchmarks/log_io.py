@@ -17,12 +17,16 @@ timed runs, implementations interleaved, median reported, ``gc.collect()`` befor
   aborted transactions and LSO before timing).  Both verify every CRC.  Target: the reader at >= 80 % of
   the in-memory rate (the ``kafkatx ÷ reference`` column).  The files are in the page cache (the checked
   run reads them), so this measures the reader's overhead, not the disk; before the row, the directory's
-  page cache is dropped and read back (:func:`cache_as_read_from_disk`), the state a broker directory,
-  backup or tiered segment read from disk is in (``--as-written`` skips that: right after ``generate()``
-  the pages are cached as the writer appended them, in small folios).  ``generate()``'s default
-  segments are a sixteenth of a partition's log (22 MiB here; no ``.txnindex`` in most segments, so the
-  aborted transactions come from a replay of every segment's headers).  ``close()`` returns before the
-  segments are unmapped (a background thread does that); the summary line gives that time, not timed.
+  page cache is dropped and the reader reads it back from disk (:func:`cache_as_read_from_disk`), the
+  state a kafkatx read of a directory on disk (a broker's, a backup, tiered segments) leaves: its
+  segment maps ask for huge pages, so the kernel caches the segments in 2 MiB folios (``--cache
+  as-written`` keeps the cache as it is: right after ``generate()`` the pages are cached as the writer
+  appended them, in small folios).  ``generate()``'s default segments are a sixteenth of a partition's
+  log (22 MiB here).  ``close()`` returns before the segments are unmapped (a background thread does
+  that); the summary line gives that time, not timed.
+* ``read_copied``: the same directory with its page cache dropped and read back by another program, each
+  file in 8 MiB reads (``cp``, a restore): the kernel's readahead makes 2 MiB folios of large files only,
+  so 22 MiB segments are mapped 4 KiB at a time.
 * ``read_1mib``: the same workload generated with Kafka's smallest segments (1 MiB, ``log.segment.bytes``'
   floor): about a thousand of them, so per-segment costs and the page-table work of small files show.
 * ``read_1gib``: the same with Kafka's default 1 GiB segments.
@@ -115,29 +119,50 @@ def _table_checksum(table) -> tuple[int, str]:
     return len(offsets), h.hexdigest()
 
 
-def cache_as_read_from_disk(path: str) -> None:
-    """Leave ``path``'s files in the page cache as a cold read from disk does: each one written back,
-    dropped (``POSIX_FADV_DONTNEED``) and read back in order, in 8 MiB reads.  The kernel then caches a
-    file of 2 MiB or more in large folios that map 2 MiB at a time, where pages cached as they were
-    written (small appends) are mapped 4 KiB at a time."""
+def drop_cache(path: str) -> None:
+    """Write back and drop (``POSIX_FADV_DONTNEED``) the page cache of every file under ``path``."""
     for dirpath, _dirs, files in os.walk(path):
-        for name in sorted(files):
+        for name in files:
             fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
             try:
                 os.fsync(fd)
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def cache_as_read_from_disk(path: str, by: str = "reader") -> None:
+    """Leave ``path``'s files in the page cache as a cold read from disk does: dropped, then read back in
+    by the log reader itself (``by="reader"``: one pass of ``open_log_dir`` + ``read_table``, whose
+    segment maps are advised ``MADV_HUGEPAGE``, so the kernel reads the segments into 2 MiB folios) or by
+    another program (``by="copy"``: each file read in order in 8 MiB reads, as ``cp`` or a restore from
+    backup does; the kernel's readahead then makes 2 MiB folios of large files only, not of 22 MiB
+    ones).  A segment's page cache in 2 MiB folios is mapped 2 MiB at a time, in small folios (and pages
+    cached as they were written, in small appends) 4 KiB at a time."""
+    drop_cache(path)
+    if by == "reader":
+        from kafkatx.log import open_log_dir
+
+        with open_log_dir(path) as d:
+            for part in d.values():
+                part.read_table()
+        return
+    for dirpath, _dirs, files in os.walk(path):
+        for name in sorted(files):
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
                 while os.read(fd, 8 << 20):
                     pass
             finally:
                 os.close(fd)
 
 
-def read_row(path: str, manifest, kx, log=print, row_key="read", label="", as_written=False) -> Row:
+def read_row(path: str, manifest, kx, log=print, row_key="read", label="", cache="reader") -> Row:
     import pyarrow as pa
     from kafkatx.log import open_log_dir, wait_for_release
 
-    if not as_written and hasattr(os, "posix_fadvise"):
-        cache_as_read_from_disk(path)
+    if cache != "as-written" and hasattr(os, "posix_fadvise"):
+        cache_as_read_from_disk(path, by=cache)
 
     with open_log_dir(path) as d:
         inputs = {}
@@ -390,16 +415,19 @@ def main(argv=None) -> int:
                     "overhead; mixed = generate()'s default)")  # fmt: skip
     ap.add_argument("--segment-bytes", type=int, help="segment size of the generated log (default: generate()'s)")
     ap.add_argument("--regenerate", action="store_true", help="generate the log again even if it is cached")
-    ap.add_argument("--as-written", action="store_true",
-                    help="read rows: keep the page cache as it is (else dropped and read back from disk first)")
-    ap.add_argument("--rows", help="comma-separated: read, read_1mib, read_1gib, tail, write, write_headers_only "
+    ap.add_argument("--cache", choices=("reader", "copy", "as-written"), default="reader",
+                    help="the page cache before the read rows but read_copied: dropped, then read back by the "
+                    "reader (default) or in 8 MiB reads (copy); as-written: left as it is (right after "
+                    "generate(): as the writer appended them)")  # fmt: skip
+    ap.add_argument("--rows", help="comma-separated: read, read_copied, read_1mib, read_1gib, tail, write, "
+                    "write_headers_only "
                     "(default: all)")  # fmt: skip
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per cell; the median is reported")
     ap.add_argument("--json", metavar="OUT.json", help="also write all results and metadata as JSON")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown (README-ready)")
     args = ap.parse_args(argv)
     size = args.bytes or (QUICK_BYTES if args.quick else FULL_BYTES)
-    known = ("read", "read_1mib", "read_1gib", "tail", "write", "write_headers_only")
+    known = ("read", "read_copied", "read_1mib", "read_1gib", "tail", "write", "write_headers_only")
     wanted = known if not args.rows else tuple(k.strip() for k in args.rows.split(",") if k.strip())
     if set(wanted) - set(known):
         ap.error(f"unknown rows {sorted(set(wanted) - set(known))}; known: {known}")
@@ -414,20 +442,22 @@ def main(argv=None) -> int:
         rows_meta.append(compare.run_row(r, args.repeat, False, results, summaries)[1])
 
     manifest = None
-    if "read" in wanted or "tail" in wanted:
+    if {"read", "read_copied", "tail"} & set(wanted):
         path, manifest = generated_log(args.dir, size, args.compression, args.segment_bytes, args.regenerate)
-    if "read" in wanted:
-        r = read_row(path, manifest, kx, as_written=args.as_written)
-        print(f"read: {r.what}")
-        run(r)
-        del r
-        gc.collect()
-    # the same workload in Kafka's smallest and default segment sizes (log.segment.bytes)
-    for key, seg_bytes, label in (("read_1mib", KAFKA_MIN_SEGMENT_BYTES, ", 1 MiB segments"),
-                                  ("read_1gib", KAFKA_SEGMENT_BYTES, ", 1 GiB segments")):  # fmt: skip
+    # generate()'s default segments with the page cache as the reader leaves it and as a copy leaves it; the
+    # same workload in Kafka's smallest and default segment sizes (log.segment.bytes)
+    for key, seg_bytes, label, cache in (
+        ("read", None, "", args.cache),
+        ("read_copied", None, ", files cached by a copy", "copy"),
+        ("read_1mib", KAFKA_MIN_SEGMENT_BYTES, ", 1 MiB segments", args.cache),
+        ("read_1gib", KAFKA_SEGMENT_BYTES, ", 1 GiB segments", args.cache),
+    ):
         if key in wanted:
-            other, other_manifest = generated_log(args.dir, size, args.compression, seg_bytes, args.regenerate)
-            r = read_row(other, other_manifest, kx, row_key=key, label=label, as_written=args.as_written)
+            if seg_bytes is None:
+                other, other_manifest = path, manifest
+            else:
+                other, other_manifest = generated_log(args.dir, size, args.compression, seg_bytes, args.regenerate)
+            r = read_row(other, other_manifest, kx, row_key=key, label=label, cache=cache)
             print(f"{key}: {r.what}")
             run(r)
             del r

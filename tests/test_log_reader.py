@@ -1004,3 +1004,54 @@ def test_entries_named_like_segments_that_are_not_files_are_ignored(built, codec
         assert (p.log_end_offset, _tuples(p.read())) == want
         assert sorted(w.split(":")[0] for w in p.warnings) == [
             os.path.join(copy, f"{99999:020d}.log"), os.path.join(copy, f"{199999:020d}.log")]
+
+
+# ------------------------------------------------------------------------------------------ huge pages
+def _vm_flags_of(address: int) -> list[str] | None:
+    """The ``VmFlags`` of this process's mapping holding ``address`` (Linux ``/proc/self/smaps``)."""
+    with open("/proc/self/smaps") as fh:
+        inside = False
+        for line in fh:
+            head = line.split(" ", 1)[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= address < hi
+            elif inside and line.startswith("VmFlags:"):
+                return line.split()[1:]
+    return None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="mapping flags are read from Linux's /proc")
+def test_segments_of_2_mib_and_more_are_mapped_asking_for_huge_pages(codec, tmp_path):
+    """A segment map of 2 MiB or more is advised MADV_HUGEPAGE (its pages read in from disk then come
+    into the page cache as 2 MiB folios, mapped 2 MiB at a time); a smaller one is not; the records read
+    the same."""
+    import numpy as np
+    from kafkatx.log import PartitionWriter
+
+    records = []
+    with PartitionWriter(tmp_path / "t-0", segment_bytes=8 << 20, checkpoint_recovery_point=False,
+                         codec=codec) as w:  # fmt: skip
+        while w.log_end_offset < 40_000:  # ~3 MiB in the first segment, then a small second one
+            b = kafkatx.BatchBuilder()
+            for i in range(1000):
+                value = b"%d" % (w.log_end_offset + i) * 12
+                b.append(value, timestamp=_TS)
+                records.append(value)
+            w.append(b.build())
+            if w.log_end_offset == 38_000:
+                w.roll()
+    with open_partition(tmp_path / "t-0", codec=codec) as p:
+        big, small = p.segments
+        assert big.size >= 2 << 20 > small.size
+        flags = []
+        for seg in (big, small):
+            view = np.frombuffer(seg.mmap, dtype=np.uint8)
+            flags.append(_vm_flags_of(view.ctypes.data))
+            del view
+        assert flags[0] is not None and flags[1] is not None
+        huge_pages = getattr(__import__("mmap"), "MADV_HUGEPAGE", None) is not None and os.path.exists(
+            "/sys/kernel/mm/transparent_hugepage/enabled")  # fmt: skip
+        assert ("hg" in flags[0]) is huge_pages, flags[0]
+        assert "hg" not in flags[1], flags[1]
+        assert [r.value for r in p.read()] == records

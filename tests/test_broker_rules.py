@@ -261,6 +261,24 @@ def test_timestamp_limits_before_and_after_and_no_timestamp(tmp_path):
             assert w.log_end_offset == 5
 
 
+def test_max_timestamp_starts_at_no_timestamp(tmp_path):
+    """LogValidator's max timestamp starts at NO_TIMESTAMP (-1) and takes the record timestamps above it:
+    records without timestamps leave it at -1; one record with a timestamp among records without sets it
+    (the header's claim is replaced)."""
+    with PartitionWriter(tmp_path / "t-0", clock=lambda: T0) as w:
+        b = BatchBuilder()
+        for ts in (-1, -1):
+            b.append(b"x", timestamp=ts)
+        assert w.append(b.build()).max_timestamp == -1
+        b = BatchBuilder()
+        for ts in (-1, T0 - 3, -1):
+            b.append(b"x", timestamp=ts)
+        data = bytearray(b.build())
+        struct.pack_into(">q", data, 35, T0 + 100)  # a client that lies about the max timestamp
+        struct.pack_into(">I", data, 17, kafkatx.crc32c(memoryview(data)[21:]))
+        assert w.append(bytes(data)).max_timestamp == T0 - 3
+
+
 def _stamped(n, ts, base_offset=0):
     """An uncompressed client batch of ``n`` records, all with timestamp ``ts`` (-1: none)."""
     b = BatchBuilder(base_offset=base_offset)

@@ -372,6 +372,27 @@ def test_record_parser_on_garbage(codec, records, count, codec_id, compress):
             check_error(got[1], data)
         else:
             assert len(got[1]) == 1 and len(got[1][0][5]) == max(count, 0)
+    try:
+        batches = list(codec.iter_batches(data, verify_crc=False))
+    except KafkaTxError:  # a header that cannot make a batch (checked above): no records to summarise
+        batches = []
+    for batch in batches:
+        summary_agrees_with_records(batch)
+
+
+def summary_agrees_with_records(batch):
+    """record_summary raises what records() raises (type, message, position), or summarises its records."""
+    try:
+        records = batch.records()
+    except KafkaTxError as exc:
+        with pytest.raises(type(exc)) as ei:
+            batch.record_summary()
+        assert (str(ei.value), ei.value.position) == (str(exc), exc.position)
+        return
+    stamps = [r.timestamp for r in records if r.timestamp != -1]
+    offsets = [r.offset for r in records]
+    assert tuple(batch.record_summary()) == (len(records), min(stamps, default=-1), max(stamps, default=-1),
+                                             offsets == list(range(batch.base_offset, batch.base_offset + len(records))))
 
 
 @pytest.mark.slow

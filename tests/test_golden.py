@@ -141,6 +141,22 @@ def test_golden_batches_and_records(codec, name):
 
 
 @pytest.mark.parametrize("name", DECODABLE)
+def test_golden_record_summary(codec, name):
+    """record_summary (the records counted and checked without making them) against the sidecar: the
+    count, the smallest and largest record timestamp but -1, offsets base_offset, base_offset + 1, ..."""
+    data, side = load_golden(name)
+    for batch, exp in zip(codec.iter_batches(data), side["batches"]):
+        where = f"{name} batch {exp['index']}"
+        stamps = [r["timestamp"] for r in exp["records"] if r["timestamp"] != -1]
+        in_sequence = [r["offset"] for r in exp["records"]] == list(
+            range(exp["base_offset"], exp["base_offset"] + len(exp["records"])))  # fmt: skip
+        got = batch.record_summary()
+        assert tuple(got) == (exp["records_parsed"], min(stamps, default=-1), max(stamps, default=-1),
+                              in_sequence), where  # fmt: skip
+        assert (got.records, got.min_timestamp, got.max_timestamp, got.offsets_in_sequence) == tuple(got)
+
+
+@pytest.mark.parametrize("name", DECODABLE)
 def test_golden_decode_records_matches_sidecar(codec, name):
     """decode_records returns every data record (never a control record) and the next offset."""
     data, side = load_golden(name)
@@ -247,6 +263,9 @@ def test_corrupt_count_raises_invalid_record(codec):
     assert err.base_offset == exp["base_offset"]
     with pytest.raises(InvalidRecordError):
         codec.decode_records(data)
+    with pytest.raises(InvalidRecordError) as es:  # the summary checks the records as records() does
+        batch.record_summary()
+    assert (str(es.value), es.value.position) == (str(err), err.position)
 
 
 def test_corrupt_magic_raises(codec):

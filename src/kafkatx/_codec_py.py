@@ -19,6 +19,7 @@ from ._common import (
     INT64_MAX,
     INT64_MIN,
     RecordList,
+    RecordSummary,
     arrow_schema,
     as_bytes,
     as_headers,
@@ -34,6 +35,7 @@ from ._common import (
     int64_arg,
     isolation_flag,
     new_aborted_pairs,
+    summary_of,
     timestamp_type_bits,
 )
 from . import compression as _compression
@@ -558,6 +560,11 @@ class RecordBatch:
         out = []
         self._decode_into(out)
         return out
+
+    def record_summary(self) -> RecordSummary:
+        """How many records, their smallest and largest timestamp other than -1, whether their offsets run
+        from the base offset without a gap (see the compiled codec)."""
+        return summary_of(self.records(), self.base_offset)
 
     def __iter__(self):
         return iter(self.records())

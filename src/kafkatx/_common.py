@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from typing import NamedTuple
 
 from ._consts import INT32_MAX, TIMESTAMP_TYPE_MASK
 from .errors import InvalidAppendError
@@ -12,6 +13,16 @@ INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 
 TIMESTAMP_TYPE_BITS = {"create_time": 0, "log_append_time": TIMESTAMP_TYPE_MASK}
+
+
+class RecordSummary(NamedTuple):
+    """What :meth:`RecordBatch.record_summary` finds in a batch's records (as Kafka's ``LogValidator``
+    sees them: timestamps as :class:`Record` reports them, -1 being Kafka's ``NO_TIMESTAMP``)."""
+
+    records: int  #: records decoded (control records too)
+    min_timestamp: int  #: the smallest record timestamp other than -1; -1 if no record has one
+    max_timestamp: int  #: the largest record timestamp other than -1; -1 if no record has one
+    offsets_in_sequence: bool  #: the records' offsets are base_offset, base_offset + 1, ... (no gaps)
 
 
 class RecordList(list):
@@ -84,6 +95,13 @@ def i64(x: int) -> int:
     """Java long arithmetic: ``x`` wrapped to a signed 64-bit value."""
     x &= 0xFFFFFFFFFFFFFFFF
     return x - 0x10000000000000000 if x & 0x8000000000000000 else x
+
+
+def summary_of(records, base_offset: int) -> RecordSummary:
+    """The :class:`RecordSummary` of decoded records (the pure twin's, and a legacy entry's)."""
+    stamped = [r.timestamp for r in records if r.timestamp != -1]
+    in_sequence = all(r.offset == i64(base_offset + i) for i, r in enumerate(records))
+    return RecordSummary(len(records), min(stamped, default=-1), max(stamped, default=-1), in_sequence)
 
 
 def as_int(value):

@@ -669,18 +669,17 @@ class PartitionWriter:
         timestamp to store and, for a compressed batch whose records do not number their offsets
         0..count-1, the batch rebuilt with offsets from ``first`` (else None)."""
         batch = self._codec.RecordBatch(view, 0, total, verify_crc=False)
-        records = batch.records()
-        if len(records) != count:  # the decoder enforces it; kept as LogValidator's invariant
-            raise InvalidRecordError(f"batch declares {count} records, {len(records)} decoded", 57)
+        summary = batch.record_summary()  # (every record decoded and checked, none made)
+        if summary.records != count:  # the decoder enforces it; kept as LogValidator's invariant
+            raise InvalidRecordError(f"batch declares {count} records, {summary.records} decoded", 57)
         lat_batch = bool(attrs & _LOG_APPEND_TIME)
-        new_max = max_ts if lat_batch else max(r.timestamp for r in records)
-        if self.timestamp_type == "create_time":
-            stamped = [r.timestamp for r in records if r.timestamp != -1]  # NO_TIMESTAMP is not range-checked
-            if stamped:
-                self._check_timestamps(min(stamped), max(stamped), now)
-        base = batch.base_offset
-        if attrs & 0x07 == 0 or all(r.offset == base + i for i, r in enumerate(records)):
+        # LogValidator's max timestamp starts at NO_TIMESTAMP (-1) and takes every larger record timestamp
+        new_max = max_ts if lat_batch else max(summary.max_timestamp, -1)
+        if self.timestamp_type == "create_time" and summary.max_timestamp != -1:  # NO_TIMESTAMP: not checked
+            self._check_timestamps(summary.min_timestamp, summary.max_timestamp, now)
+        if attrs & 0x07 == 0 or summary.offsets_in_sequence:
             return new_max, None  # uncompressed: LogValidator never looks at record offsets
+        records = batch.records()
         lat_topic = self.timestamp_type == "log_append_time"
         b = BatchBuilder(base_offset=first, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
                          base_sequence=batch.base_sequence, transactional=batch.is_transactional,

@@ -473,7 +473,7 @@ def _dump_time_index(path: Path, display: str, args) -> int:
             if batch is None or batch.last_offset != offset:
                 not_found.append((offset, -1 if batch is None else batch.last_offset))
             else:
-                biggest = max((r.timestamp for r in batch), default=-1)
+                biggest = max(batch.record_summary().max_timestamp, -1)  # (LogValidator's max timestamp)
                 if biggest != ts:
                     wrong_ts.append((ts, biggest))
                 if prev >= ts:
@@ -645,21 +645,19 @@ def _scan_segment(s: LogSummary, data) -> int:
         s.batches += 1
         s.codecs[batch.compression] = s.codecs.get(batch.compression, 0) + 1
         s.magics[batch.magic] = s.magics.get(batch.magic, 0) + 1
-        records = batch.records()
-        for r in records:
-            ts = r.timestamp
-            if ts >= 0:
-                if s.min_timestamp is None or ts < s.min_timestamp:
-                    s.min_timestamp = ts
-                if s.max_timestamp is None or ts > s.max_timestamp:
-                    s.max_timestamp = ts
+        summary = batch.record_summary()  # (every record decoded and checked)
+        if summary.max_timestamp != -1:  # (-1: no record with a timestamp)
+            if s.min_timestamp is None or summary.min_timestamp < s.min_timestamp:
+                s.min_timestamp = summary.min_timestamp
+            if s.max_timestamp is None or summary.max_timestamp > s.max_timestamp:
+                s.max_timestamp = summary.max_timestamp
         if s.first_offset is None:
             s.first_offset = batch.base_offset
         s.last_offset = batch.last_offset if s.last_offset is None else max(s.last_offset, batch.last_offset)
         pid = batch.producer_id
         if batch.is_control:
             s.control_batches += 1
-            s.control_records += len(records)
+            s.control_records += summary.records
             ctype = batch.first_control_type()
             name = _control_name(ctype) if ctype >= 0 else "EMPTY"
             s.markers[name] = s.markers.get(name, 0) + 1
@@ -677,13 +675,13 @@ def _scan_segment(s: LogSummary, data) -> int:
                     p.aborted += 1
                     s.aborted.append((pid, first))
             continue
-        s.data_records += len(records)
+        s.data_records += summary.records
         if pid < 0:
             s.plain_batches += 1
             continue
         p = s.producers.setdefault(pid, _Producer(pid))
         p.batches += 1
-        p.records += len(records)
+        p.records += summary.records
         p.epochs.add(batch.producer_epoch)
         if batch.base_sequence >= 0:
             if p.first_seq is None:

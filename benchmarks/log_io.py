@@ -141,11 +141,12 @@ def cache_as_read_from_disk(path: str, by: str = "reader") -> None:
     cached as they were written, in small appends) 4 KiB at a time."""
     drop_cache(path)
     if by == "reader":
-        from kafkatx.log import open_log_dir
+        from kafkatx.log import open_log_dir, wait_for_release
 
         with open_log_dir(path) as d:
             for part in d.values():
                 part.read_table()
+        wait_for_release()  # (the maps are unmapped on a background thread)
         return
     for dirpath, _dirs, files in os.walk(path):
         for name in sorted(files):

@@ -97,6 +97,26 @@ def test_compressed_record_offset_deltas_are_rewritten_not_rejected(tmp_path):
     assert [r.offset for r in b.records()] == [0, 1]
 
 
+def test_compressed_batch_kept_only_with_inner_offsets_from_zero(tmp_path):
+    """LogValidator keeps a compressed batch as sent only if its records' offsets are 0, 1, 2, ...
+    (expectedInnerOffset starts at 0): a coordinator's batch (no base-offset-0 rule for it) whose base
+    offset is 5 has offsets 5, 6 and is rebuilt, its payload compressed anew; the same records at base
+    offset 0 keep the payload as sent."""
+    plain = batch(n=2)
+    kept = {}
+    for base in (0, 5):
+        d = bytearray(plain[:61]) + gzip.compress(bytes(plain[61:]), mtime=12345)  # (not what kafkatx writes)
+        struct.pack_into(">q", d, 0, base)
+        struct.pack_into(">i", d, 8, len(d) - 12)
+        struct.pack_into(">h", d, 21, struct.unpack_from(">h", d, 21)[0] | 1)  # gzip
+        with PartitionWriter(tmp_path / f"t-{base}") as w:
+            w.append(recrc(d), origin="coordinator")
+        (b,) = iter_batches(log_bytes(tmp_path / f"t-{base}"))
+        assert [r.value for r in b.records()] == [r.value for r in next(iter_batches(plain)).records()]
+        kept[base] = b.tobytes()[61:] == bytes(d[61:])
+    assert kept == {0: True, 5: False}
+
+
 def test_log_append_time_batch_from_client_rejected_on_log_append_time_topic(tmp_path):
     """LogValidator.validateTimestamp: with a LogAppendTime topic, a batch whose own timestamp type is
     LOG_APPEND_TIME is an INVALID_TIMESTAMP record error ("Producer should not set timestamp type to

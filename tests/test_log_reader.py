@@ -1027,6 +1027,7 @@ def test_segments_of_2_mib_and_more_are_mapped_asking_for_huge_pages(codec, tmp_
     into the page cache as 2 MiB folios, mapped 2 MiB at a time); a smaller one is not; the records read
     the same."""
     import numpy as np
+    from kafkatx._fileio import HUGE_MAP_MIN
     from kafkatx.log import PartitionWriter
 
     records = []
@@ -1043,13 +1044,14 @@ def test_segments_of_2_mib_and_more_are_mapped_asking_for_huge_pages(codec, tmp_
                 w.roll()
     with open_partition(tmp_path / "t-0", codec=codec) as p:
         big, small = p.segments
-        assert big.size >= 2 << 20 > small.size
+        assert big.size >= HUGE_MAP_MIN > small.size
         flags = []
         for seg in (big, small):
             view = np.frombuffer(seg.mmap, dtype=np.uint8)
             flags.append(_vm_flags_of(view.ctypes.data))
             del view
-        assert flags[0] is not None and flags[1] is not None
+        if flags == [None, None]:
+            pytest.skip("this kernel's /proc/self/smaps shows no VmFlags (gVisor)")
         huge_pages = getattr(__import__("mmap"), "MADV_HUGEPAGE", None) is not None and os.path.exists(
             "/sys/kernel/mm/transparent_hugepage/enabled")  # fmt: skip
         assert ("hg" in flags[0]) is huge_pages, flags[0]

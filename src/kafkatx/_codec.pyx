@@ -897,16 +897,25 @@ cdef inline void _fill16(Grow *g, int16_t v, Py_ssize_t n) noexcept nogil:
     g.len += 2 * n
 
 
+cdef struct Summary:
+    Py_ssize_t count
+    int64_t lo, hi   # -1: no timestamp yet
+    bint in_sequence
+
+
 @cython.final
 cdef class _Summary:
     """decode_v2_records' third kind of output: a RecordSummary's fields, accumulated."""
-    cdef Py_ssize_t count
-    cdef int64_t lo, hi
-    cdef bint in_sequence
+    cdef Summary s
+
+    def __cinit__(self):
+        self.s.count = 0
+        self.s.lo = self.s.hi = -1
+        self.s.in_sequence = True
 
 
 cdef int _summarise(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t base, Header *h,
-                    _Summary out) except -1:
+                    Summary *out) except -1 nogil:
     """decode_v2_records into ``out``: every record parsed and checked as for Records, none made."""
     cdef int64_t boff = h.base_offset
     cdef bint log_append = (h.attributes & TIMESTAMP_TYPE_MASK) != 0
@@ -961,7 +970,12 @@ cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
             decode_v2_columns(buf, pos, end, base, h, cols, fetch_offset, last_visible, NULL)
         return 0
     if type(out) is _Summary:
-        return _summarise(buf, pos, end, base, h, <_Summary>out)
+        if end - pos >= NOGIL_THRESHOLD:
+            with nogil:
+                _summarise(buf, pos, end, base, h, &(<_Summary>out).s)
+        else:
+            _summarise(buf, pos, end, base, h, &(<_Summary>out).s)
+        return 0
     for i in range(h.records_count):
         if kx_parse_record(buf, &pos, end, &rv, &err):  # (record.h, inlined here)
             _raise_rec(&err, base, boff)
@@ -1248,18 +1262,17 @@ cdef class RecordBatch:
 
     def record_summary(self):
         """A :class:`RecordSummary` of the records (control records too): how many, the smallest and
-        largest timestamp other than -1, whether the offsets run from the base offset without a gap.
+        largest timestamp other than -1, whether their offset deltas are 0, 1, 2, ... (no gap).
         Every record is decoded and checked as :meth:`records` does (a damaged one raises the same
         error), but no Record, key or value object is made: what a broker's ``LogValidator`` needs of an
         appended batch, at C speed."""
-        cdef _Summary out = _Summary.__new__(_Summary)
+        cdef _Summary out
         if self.h.magic < 2:
             return summary_of(self._legacy_records, self.h.base_offset)
-        out.lo = out.hi = -1
-        out.in_sequence = True
+        out = _Summary()
         decode_v2_batch(self._owner.ptr, self.position, self.size_in_bytes, &self.h, out, None,
                         INT64_MIN, INT64_MAX, self._max)
-        return RecordSummary(out.count, out.lo, out.hi, out.in_sequence)
+        return RecordSummary(out.s.count, out.s.lo, out.s.hi, out.s.in_sequence)
 
     def __iter__(self):
         return iter(self.records())

@@ -562,8 +562,8 @@ class RecordBatch:
         return out
 
     def record_summary(self) -> RecordSummary:
-        """How many records, their smallest and largest timestamp other than -1, whether their offsets run
-        from the base offset without a gap (see the compiled codec)."""
+        """How many records, their smallest and largest timestamp other than -1, whether their offset deltas
+        are 0, 1, 2, ... (see the compiled codec)."""
         return summary_of(self.records(), self.base_offset)
 
     def __iter__(self):

@@ -22,7 +22,9 @@ class RecordSummary(NamedTuple):
     records: int  #: records decoded (control records too)
     min_timestamp: int  #: the smallest record timestamp other than -1; -1 if no record has one
     max_timestamp: int  #: the largest record timestamp other than -1; -1 if no record has one
-    offsets_in_sequence: bool  #: the records' offsets are base_offset, base_offset + 1, ... (no gaps)
+    #: the records' offset deltas are 0, 1, 2, ...: their offsets base_offset, base_offset + 1, ... in Kafka's
+    #: (wrapping) long arithmetic, with no gap
+    offsets_in_sequence: bool
 
 
 class RecordList(list):

@@ -52,7 +52,8 @@ def read_whole_file(path) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-# Files this large are mapped with MADV_HUGEPAGE (below): 2 MiB, the size of one huge page on x86-64 and arm64.
+# Files this large are mapped with MADV_HUGEPAGE (below): 2 MiB, a PMD-sized huge page with 4 KiB base pages
+# (x86-64, most arm64 kernels; larger elsewhere, where smaller maps are merely advised in vain).
 HUGE_MAP_MIN = 2 << 20
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
 

@@ -8,6 +8,7 @@ Record = _codec.Record
 RecordBatch = _codec.RecordBatch
 BatchIterator = _codec.BatchIterator
 RecordList = _codec.RecordList
+RecordSummary = _codec.RecordSummary
 BatchBuilder = _codec.BatchBuilder
 ReadCommittedFilter = _codec.ReadCommittedFilter
 iter_batches = _codec.iter_batches
@@ -26,6 +27,7 @@ __all__ = [
     "RecordBatch",
     "BatchIterator",
     "RecordList",
+    "RecordSummary",
     "BatchBuilder",
     "ReadCommittedFilter",
     "iter_batches",

@@ -677,8 +677,10 @@ class PartitionWriter:
         new_max = max_ts if lat_batch else max(summary.max_timestamp, -1)
         if self.timestamp_type == "create_time" and summary.max_timestamp != -1:  # NO_TIMESTAMP: not checked
             self._check_timestamps(summary.min_timestamp, summary.max_timestamp, now)
-        if attrs & 0x07 == 0 or summary.offsets_in_sequence:
-            return new_max, None  # uncompressed: LogValidator never looks at record offsets
+        # uncompressed: LogValidator never looks at record offsets; compressed: kept as sent when they are
+        # 0, 1, 2, ... (its expectedInnerOffset), so a coordinator's batch with another base offset is rebuilt
+        if attrs & 0x07 == 0 or (batch.base_offset == 0 and summary.offsets_in_sequence):
+            return new_max, None
         records = batch.records()
         lat_topic = self.timestamp_type == "log_append_time"
         b = BatchBuilder(base_offset=first, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,

@@ -44,6 +44,7 @@ import zstandard
 
 import kafkatx
 from kafkatx import compression
+from kafkatx._common import i64
 from kafkatx.errors import KafkaTxError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests"))
@@ -91,14 +92,40 @@ def _plain_batch(rng: random.Random) -> bytes:
 def _outcome(codec, data: bytes, kw: dict):
     import pyarrow as pa
 
+    summaries = _summaries(codec, data, kw)
     try:
         recs = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in codec.decode_records(data, **kw)]
         t = codec.decode_arrow(data, **kw)
         cols = {n: (c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c).to_pylist()
                 for n, c in zip(t.schema.names, t.columns)}  # fmt: skip
-        return ("ok", recs, cols)
+        return ("ok", recs, cols, summaries)
     except KafkaTxError as exc:
-        return ("error", type(exc).__name__)
+        return ("error", type(exc).__name__, summaries)
+
+
+def _summaries(codec, data: bytes, kw: dict) -> list:
+    """Each batch's record_summary() (or its error), checked against what its records() give."""
+    out = []
+    opts = {k: v for k, v in kw.items() if k in ("verify_crc", "max_decompressed_size")}
+    try:
+        for b in codec.iter_batches(data, **opts):
+            try:
+                got = tuple(b.record_summary())
+            except KafkaTxError as exc:
+                got = (type(exc).__name__, str(exc), exc.position)
+            try:
+                rs = b.records()
+                stamps = [r.timestamp for r in rs if r.timestamp != -1]
+                in_sequence = [r.offset for r in rs] == [i64(b.base_offset + i) for i in range(len(rs))]
+                want = (len(rs), min(stamps, default=-1), max(stamps, default=-1), in_sequence)
+            except KafkaTxError as exc:
+                want = (type(exc).__name__, str(exc), exc.position)
+            if got != want:
+                raise AssertionError(f"record_summary() {got} but records() give {want}")
+            out.append(got[0] if isinstance(got[0], str) else got)  # (errors compared across backends by type)
+    except KafkaTxError as exc:
+        out.append(("iter_batches", type(exc).__name__))
+    return out
 
 
 def fuzz_codec(rng: random.Random, deadline: float, keep: str) -> tuple[int, list]:

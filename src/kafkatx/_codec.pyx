@@ -133,9 +133,11 @@ cdef bint _SYS_ZSTD = ZSTD_SYSTEM_VERSION != 0
 cdef bint _SYS_LZ4 = LZ4_SYSTEM_VERSION != 0
 
 
-# With zstd_frames=2 the builders compress zstd payloads of ZSTD_SPLIT_MIN record bytes or more in C
-# (_c/deflate.h), with python-zstandard's own libzstd where its CFFI module exports it, else the system's.
-ZSTD_SPLIT_MIN = KX_ZSTD_SPLIT_MIN
+# With zstd_frames=2 the builders compress zstd payloads of compression.ZSTD_SPLIT_MIN record bytes or more
+# in C (_c/deflate.h), with python-zstandard's own libzstd where its CFFI module exports it, else the
+# system's; both must cut where the twin does.
+if KX_ZSTD_SPLIT_MIN != _compression.ZSTD_SPLIT_MIN:
+    raise ImportError("kafkatx._codec was built with another zstd_frames cut than compression.ZSTD_SPLIT_MIN")
 
 
 def _zstandard_cffi_module():

@@ -901,7 +901,7 @@ def compress(cid: int, data, level: int | None = None, zstd_frames: int = 1) -> 
     if cid == LZ4:
         return _lz4(data, level)
     if cid == ZSTD:
-        return _zstd(data, level, zstd_frames if zstd_frames == 1 else check_zstd_frames(zstd_frames))
+        return _zstd(data, level, check_zstd_frames(zstd_frames))
     if cid == NONE:
         return bytes(data)
     raise UnsupportedCompressionError(f"unknown compression type id {cid}")

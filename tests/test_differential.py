@@ -117,15 +117,17 @@ def test_kafkatx_batches_read_by_kafkapy(codec, kp_snappy, spec):
     _check_peer_batch(peer, spec, offsets, data)
 
 
-def test_two_frame_zstd_batches_read_by_peers(codec):
-    """With zstd_frames=2, payloads of ZSTD_SPLIT_MIN record bytes or more are two zstd frames (test_zstd_frames);
-    kafka-python 3.0 reads them (2.0.2 inflated only the first frame, hence one frame by default)."""
+@pytest.mark.parametrize("frames", [1, 2])
+def test_large_zstd_batches_read_by_peers(codec, frames):
+    """Payloads of ZSTD_SPLIT_MIN record bytes or more: one frame, which the compiled builders join from two
+    halves (test_zstd_frames), or with zstd_frames=2 two frames; kafka-python 3.0 reads those (2.0.2
+    inflated only the first frame, hence one frame by default)."""
     values = [b"value %d " % i + _spec.lcg_bytes(60 + i % 90, i) for i in range(2_000)]
-    b = codec.BatchBuilder(base_offset=9, compression="zstd", zstd_frames=2)
+    b = codec.BatchBuilder(base_offset=9, compression="zstd", zstd_frames=frames)
     for i, v in enumerate(values):
         b.append(v, key=b"k%d" % i, timestamp=1_700_000_000_000 + i)
     data = b.build()
-    assert len(list(compression._zstd_frames(memoryview(data)[61:]))) == 2
+    assert len(list(compression._zstd_frames(memoryview(data)[61:]))) == frames
     want = [(9 + i, b"k%d" % i, v) for i, v in enumerate(values)]
     for peer in (aio_records.DefaultRecordBatch(data), kp_records.DefaultRecordBatch(data)):
         assert peer.validate_crc() is True

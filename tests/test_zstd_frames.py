@@ -1,21 +1,27 @@
-"""With ``zstd_frames=2``, zstd payloads of ``compression.ZSTD_SPLIT_MIN`` record bytes or more are written as
-two frames, cut at half the records' bytes; the compiled builders compress the second on a worker thread
-(``_c/deflate.h``).  One frame is the default.
+"""zstd payloads of ``compression.ZSTD_SPLIT_MIN`` record bytes or more are cut at half their bytes, and the
+compiled builders compress the halves at once, the second on a worker thread (``_c/deflate.h``): with
+``zstd_frames=2`` as two frames, with one frame (the default) joined into one where the libzstd they load
+allows (``_zstd_joins``; python-zstandard's does).
 
-What must hold: the cut depends on the size alone (both backends, with or without the C path or a thread,
-write the same frames), each frame holds its half, every reader takes the payload (kafkatx's fast path
-and its Python path; aiokafka and kafka-python in ``test_differential``; Kafka's own classes in
-``test_oracle``'s ``large_zstd_two_frames`` case), and the worker thread is shared safely: builders on many threads, after fork(), and a worker that
-has not started when the caller is done (the caller compresses the frame itself).
+What must hold: the cut depends on the size alone (with or without the C path or a thread, a backend writes
+the same bytes; both backends write the same two frames), each frame holds its half, a joined frame is one
+frame holding the whole records section, every reader takes the payload (kafkatx's fast path and its
+Python path, python-zstandard, cramjam; aiokafka and kafka-python in ``test_differential``; Kafka's own
+classes in ``test_oracle``'s ``large_zstd_two_frames`` and ``large_zstd_level_*`` cases), and the worker
+thread is shared safely: builders on many threads, after fork(), and a worker that has not started when
+the caller is done (the caller compresses the half itself).
 """
 
 from __future__ import annotations
 
+import io
 import os
+import random
 import subprocess
 import sys
 import textwrap
 
+import cramjam
 import pytest
 import zstandard
 
@@ -173,27 +179,29 @@ def test_two_frame_payloads_take_the_fast_path_and_decode_alike():
         assert CY.decode_arrow(data, **kw).num_rows == len(want)
 
 
-def test_the_worker_compresses_second_frames_where_two_cpus_may_be_used():
+@pytest.mark.parametrize("frames", [1, 2])
+def test_the_worker_compresses_second_halves_where_two_cpus_may_be_used(frames):
     before = CY._zstd_worker_jobs()
-    values = _values(2_000_000)  # a ~1 ms frame: a worker that can run has started on it by then
+    values = _values(2_000_000)  # a ~1 ms half: a worker that can run has started on it by then
     for _ in range(20):
-        _batch(CY, values)
+        _batch(CY, values, zstd_frames=frames)
         if CY._zstd_worker_jobs() > before:
             break
-    if CY._zstd_compressor()[0] and compression.usable_cpus() >= 2:
+    if CY._zstd_compressor()[0] and compression.usable_cpus() >= 2 and (frames == 2 or CY._zstd_joins()):
         assert CY._zstd_worker_jobs() > before
     else:
         assert CY._zstd_worker_jobs() == before
 
 
-def test_builders_on_many_threads_share_the_worker():
+@pytest.mark.parametrize("frames", [1, 2])
+def test_builders_on_many_threads_share_the_worker(frames):
     sets = [_values(150_000 + 20_000 * i, seed=i) for i in range(6)]
-    want = [_batch(PY, v) for v in sets]
+    want = [_batch(PY, v, zstd_frames=frames) for v in sets]
     got = [None] * len(sets)
 
     def work(i):
         for _ in range(5):
-            out = _batch(CY, sets[i])
+            out = _batch(CY, sets[i], zstd_frames=frames)
             assert got[i] is None or got[i] == out
             got[i] = out
 
@@ -201,6 +209,123 @@ def test_builders_on_many_threads_share_the_worker():
     for g, w in zip(got, want):
         assert _frames(g[61:]) == _frames(w[61:])
         assert [_spec.rec_tuple(r) for r in CY.decode_records(g)] == [_spec.rec_tuple(r) for r in PY.decode_records(w)]
+
+
+# ----------------------------------------------------------------------------------- one joined frame
+def _inflations(payload: bytes) -> list:
+    """The payload inflated by python-zstandard in one call and as a stream read 4 KiB at a time (the
+    decoder keeping only the frame's window), and by cramjam."""
+    d = zstandard.ZstdDecompressor()
+    streamed = []
+    with d.stream_reader(io.BytesIO(payload), read_size=4096) as r:
+        while chunk := r.read(4096):
+            streamed.append(chunk)
+    return [d.decompressobj().decompress(payload), b"".join(streamed), bytes(cramjam.zstd.decompress(payload))]
+
+
+def _check_one_frame(values, level=None) -> bytes:
+    """Build ``values`` into one-frame zstd batches on both backends and check them; the compiled payload."""
+    records = _batch(CY, values, "none")[61:]
+    cy, py = _batch(CY, values, zstd_frames=1, compression_level=level), _batch(PY, values, zstd_frames=1,
+                                                                                compression_level=level)
+    for payload in (cy[61:], py[61:]):
+        assert len(_frames(payload)) == 1
+        assert _inflations(payload) == [records] * 3
+    assert py[61:] == compression.compress(compression.ZSTD, records, level)  # one pass
+    version, bundled = CY._zstd_compressor()
+    if len(records) >= SPLIT and CY._zstd_joins():  # the halves' blocks in one frame: other bytes
+        assert cy != py
+    elif bundled or not version:  # one pass with the twin's libzstd
+        assert cy == py
+    want = [_spec.rec_tuple(r) for r in PY.decode_records(py)]
+    assert [_spec.rec_tuple(r) for r in CY.decode_records(cy)] == want
+    assert [_spec.rec_tuple(r) for r in PY.decode_records(cy)] == want
+    assert [_spec.rec_tuple(r) for r in CY.decode_records(cy, inflate_threads=0)] == want
+    return cy[61:]
+
+
+@pytest.mark.parametrize("level", [None, 1, 4, 5, 19, -5])
+@pytest.mark.parametrize("size", [SPLIT - 1, SPLIT, 300_000])
+def test_one_frame_payloads_are_joined_from_halves_from_split_min_on(size, level):
+    """Fast levels give the second half the first half's last 8 KiB as history, greedy and slower ones all
+    of it (_c/deflate.h); either way one frame that every reader takes."""
+    v = _one_record_section(size) if size <= SPLIT else None
+    _check_one_frame([v] if v is not None else _values(size), level)
+
+
+@pytest.mark.parametrize("level, total", [(1, 1_300_000), (5, 3_200_000), (5, 5_000_000)])
+def test_joined_frames_of_megabytes_inflate(level, total):
+    """Payloads larger than the level's window (512 KiB at level 1, 2 MiB at level 5 for these sizes)."""
+    _check_one_frame(_values(total), level)
+
+
+def _seam_value(first_tail: bytes, second_head: bytes, total: int, seed: int) -> bytes:
+    """One record's value whose records section is cut (at half its bytes) between ``first_tail`` and
+    ``second_head``, random bytes around them: ``total`` bytes."""
+    rnd = random.Random(seed)
+    fill = total - len(first_tail) - len(second_head)
+    a = fill // 2
+    for _ in range(2):
+        value = rnd.randbytes(a) + first_tail + second_head + rnd.randbytes(fill - a)
+        section = _batch(CY, [value], "none")[61:]
+        a += len(section) // 2 - (section.index(first_tail + second_head) + len(first_tail))
+    assert section[len(section) // 2 :].startswith(second_head)
+    return value
+
+
+@pytest.mark.parametrize("level", [None, 1])
+def test_a_joined_frames_second_half_does_not_use_the_first_halfs_repeat_offsets(level):
+    """The decoder carries the repeat offsets of the first half's last sequences into the second half; the
+    second half's compressor starts with a new frame's (1, 4, 8) unless they are cleared.  Here the first
+    half ends with matches 5 bytes back and the second opens with a run of zeros (a match 1 byte back)."""
+    pattern = random.Random(1).randbytes(5)
+    _check_one_frame([_seam_value(pattern * 1200, bytes(20_000), 140_000, 3)], level)
+
+
+@pytest.mark.parametrize("level", [5, 9, 13])
+def test_a_joined_frame_of_megabytes_inflates_in_its_window(level):
+    """libzstd lets matches reach anywhere in the history it is given, a decoder only a window back (4 MiB
+    here), so the second half's history is cut to what fits beside it in the window.  (This libzstd's
+    matchers did not reach past the window with the whole first half given, in our trials; the cut keeps
+    it so for any.)  The 5 MB value's last 800 KB repeat its first 800 KB, 4.2 MB back; the streamed
+    inflation keeps only the window."""
+    far = random.Random(4).randbytes(800_000)
+    _check_one_frame([far + random.Random(5).randbytes(3_400_000) + far], level)
+
+
+def test_history_that_opens_like_a_zstd_dictionary_is_not_taken_for_one():
+    """The second half's history is given to libzstd as a dictionary; starting with a dictionary's magic
+    number it would be parsed as one (and fail): it starts a byte later then."""
+    base = _spec.lcg_bytes(140_000, 9)
+    section = _batch(CY, [base], "none")[61:]
+    at = section.index(base)
+    start = len(section) // 2 - 8192 - at  # where the 8 KiB history (level 3) starts, in the value
+    value = base[:start] + bytes.fromhex("37a430ec") + base[start + 4 :]
+    assert _batch(CY, [value], "none")[61:][len(section) // 2 - 8192 :][:4] == bytes.fromhex("37a430ec")
+    _check_one_frame([value])
+
+
+def test_a_joined_frame_is_the_same_bytes_whoever_compresses_the_second_half():
+    """On one CPU (no worker: the caller compresses both halves in turn) the bytes are the ones written here
+    with the worker."""
+    script = textwrap.dedent("""
+        import os, sys
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        sys.path.insert(0, sys.argv[1])
+        import kafkatx._codec as c
+        from kafkatx import compression
+        from test_zstd_frames import _batch, _values
+        before = c._zstd_worker_jobs()
+        out = _batch(c, _values(400_000), zstd_frames=1)
+        sys.stdout.write(out.hex() + " %d %d" % (compression.usable_cpus(), c._zstd_worker_jobs() - before))
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), os.path.join(ROOT, "tests")]))
+    r = subprocess.run([sys.executable, "-c", script, os.path.join(ROOT, "tests")], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    hexed, cpus, jobs = r.stdout.split()
+    assert (cpus, jobs) == ("1", "0")
+    assert bytes.fromhex(hexed) == _batch(CY, _values(400_000), zstd_frames=1)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")

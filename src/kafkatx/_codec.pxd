@@ -31,9 +31,11 @@ cdef extern from "syslib.h" nogil:
 cdef extern from "deflate.h" nogil:
     void kx_zstd_compressor_at(const char *path)
     unsigned kx_zstd_compressor_version(int *bundled)
-    size_t kx_zstd_deflate_bound(size_t n)
+    int kx_zstd_joins()
+    int kx_zstd_cuts(size_t n, int frames)
+    size_t kx_zstd_deflate_bound(size_t n, int frames)
     long long kx_zstd_deflate(unsigned char *dst, size_t cap, const unsigned char *src, size_t n, int level,
-                              int threads)
+                              int threads, int frames)
     long kx_zstd_worker_jobs()
     const size_t KX_ZSTD_SPLIT_MIN
 

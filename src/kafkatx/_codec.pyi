@@ -169,11 +169,13 @@ class BatchBuilder:
     ``log_append_time`` the int64 rule of :meth:`append`'s timestamp; ``zstd_frames`` other than 1 or 2
     is a ValueError (TypeError if it is not an integer).
 
-    ``zstd_frames=2`` writes a zstd payload of ``compression.ZSTD_SPLIT_MIN`` (64 KiB) of records or more
-    as two frames, the records' halves, and the compiled builder compresses the second on a worker thread
-    where the process may use two CPUs (the benchmark's 1,000-record batches in ~0.65-0.85x the time);
-    both backends write the same frames.  Kafka's classes read such payloads, kafka-python 2.0.2 does not:
-    one frame (1) is the default.  Other codecs ignore it.
+    The compiled builder compresses a zstd payload of ``compression.ZSTD_SPLIT_MIN`` (64 KiB) of records or
+    more in two halves at once, the second on a worker thread where the process may use two CPUs (the
+    benchmark's 1,000-record batches in ~0.6-0.7x the time).  By default (``zstd_frames=1``) the halves
+    are joined into one frame, where the libzstd it loads allows (python-zstandard's does; else one pass);
+    the pure-Python twin writes that frame in one pass, so the bytes differ between the backends there and
+    the records do not.  ``zstd_frames=2`` writes the halves as two frames, the same bytes on both
+    backends; Kafka's classes read such payloads, kafka-python 2.0.2 does not.  Other codecs ignore it.
     """
 
     base_offset: int

@@ -133,9 +133,10 @@ cdef bint _SYS_ZSTD = ZSTD_SYSTEM_VERSION != 0
 cdef bint _SYS_LZ4 = LZ4_SYSTEM_VERSION != 0
 
 
-# With zstd_frames=2 the builders compress zstd payloads of compression.ZSTD_SPLIT_MIN record bytes or more
-# in C (_c/deflate.h), with python-zstandard's own libzstd where its CFFI module exports it, else the
-# system's; both must cut where the twin does.
+# The builders compress zstd payloads of compression.ZSTD_SPLIT_MIN record bytes or more in C (_c/deflate.h),
+# in two halves at once: joined into one frame (the default) or as two frames (zstd_frames=2), with
+# python-zstandard's own libzstd where its CFFI module exports it, else the system's; both must cut where
+# the twin cuts two frames.
 if KX_ZSTD_SPLIT_MIN != _compression.ZSTD_SPLIT_MIN:
     raise ImportError("kafkatx._codec was built with another zstd_frames cut than compression.ZSTD_SPLIT_MIN")
 
@@ -166,6 +167,13 @@ def _zstd_compressor():
     version = kx_zstd_compressor_version(&bundled)
     _ZSTD_DEFLATE = version != 0
     return version, bool(bundled) and version != 0
+
+
+def _zstd_joins():
+    """Whether the builders write a one-frame zstd payload of ``ZSTD_SPLIT_MIN`` bytes or more from two
+    halves compressed at once (_c/deflate.h; the library must export libzstd's buffer-less functions, as
+    python-zstandard's does).  False: one pass, the bytes compression._zstd writes."""
+    return bool(_zstd_compressor()[0] and kx_zstd_joins())
 
 
 # lz4 frame header checksums by FLG << 8 | BD (what Kafka's writers put in a frame descriptor without a
@@ -249,10 +257,10 @@ cdef Py_ssize_t _zstd_frame_bound(const uint8_t *p, Py_ssize_t n) noexcept nogil
 
 cdef bytes _compressed_batch(int cid, const uint8_t *records, Py_ssize_t n, object level, int frames):
     """A new batch of ``RECORD_BATCH_OVERHEAD`` bytes (its header, for the caller to write) and the payload
-    of ``records[0, n)`` compressed with codec ``cid`` as compression.compress writes it.  With
-    ``zstd_frames=2`` (``frames``) a zstd payload of ``ZSTD_SPLIT_MIN`` bytes or more is compressed here in
-    C straight into the batch (see _zstd_compressor): the same two frames, the second on _c/deflate.h's
-    worker thread where the process may use two CPUs."""
+    of ``records[0, n)`` compressed with codec ``cid`` as compression.compress writes it.  A zstd payload of
+    ``ZSTD_SPLIT_MIN`` bytes or more is compressed here in C straight into the batch (see _zstd_compressor)
+    in two halves, the second on _c/deflate.h's worker thread where the process may use two CPUs: the same
+    two frames with ``zstd_frames=2`` (``frames``), else one frame joined from the halves (_zstd_joins)."""
     cdef bytes out
     cdef object payload
     cdef PyObject *sole
@@ -260,15 +268,15 @@ cdef bytes _compressed_batch(int cid, const uint8_t *records, Py_ssize_t n, obje
     cdef long long got = -1
     cdef int lvl, threads
     cdef unsigned char *dst
-    if cid == 4 and frames == 2 and <size_t>n >= KX_ZSTD_SPLIT_MIN and (
-            _ZSTD_DEFLATE > 0 or (_ZSTD_DEFLATE < 0 and _zstd_compressor()[0])):
+    if cid == 4 and <size_t>n >= KX_ZSTD_SPLIT_MIN and (
+            _ZSTD_DEFLATE > 0 or (_ZSTD_DEFLATE < 0 and _zstd_compressor()[0])) and kx_zstd_cuts(<size_t>n, frames):
         lvl = 3 if level is None else level
         threads = _compression.usable_cpus() >= 2
-        cap = <Py_ssize_t>kx_zstd_deflate_bound(<size_t>n)
+        cap = <Py_ssize_t>kx_zstd_deflate_bound(<size_t>n, frames)
         out = PyBytes_FromStringAndSize(NULL, RECORD_BATCH_OVERHEAD + cap)
         dst = <unsigned char *>PyBytes_AS_STRING(out) + RECORD_BATCH_OVERHEAD
         with nogil:
-            got = kx_zstd_deflate(dst, <size_t>cap, records, <size_t>n, lvl, threads)
+            got = kx_zstd_deflate(dst, <size_t>cap, records, <size_t>n, lvl, threads, frames)
         if got >= 0:
             if got == cap:
                 return out
@@ -291,7 +299,7 @@ cdef bytes _compressed_batch(int cid, const uint8_t *records, Py_ssize_t n, obje
 
 
 def _zstd_worker_jobs():
-    """How many frames _c/deflate.h's worker thread has compressed in this process (for the tests)."""
+    """How many second halves _c/deflate.h's worker thread has compressed in this process (for the tests)."""
     return kx_zstd_worker_jobs()
 
 

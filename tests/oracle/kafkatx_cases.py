@@ -242,6 +242,17 @@ def cases() -> dict:
         "description": "the large case's zstd batch written with zstd_frames=2: two frames, the records' halves",
         "batches": two,
     }
+    joined = []
+    for i, level in enumerate((1, 19, -5)):
+        b = _large("zstd")[0]
+        b["compression_level"] = level
+        b["base_offset"] = 3 * i
+        joined.append(b)
+    out["large_zstd_levels"] = {
+        "description": "the large case's zstd batch at levels 1, 19 and -5: over 64 KiB of records, which the "
+        "compiled builders compress as two halves at once, joined into one frame (the twin in one pass)",
+        "batches": joined,
+    }
     out["segment_mixed"] = {
         "description": "8 concatenated batches (every codec, idempotent and transactional producers, an offset "
         "gap, a log-append-time batch, levels) like a log segment",

@@ -247,8 +247,8 @@ def _check_one_frame(values, level=None) -> bytes:
 @pytest.mark.parametrize("level", [None, 1, 4, 5, 19, -5])
 @pytest.mark.parametrize("size", [SPLIT - 1, SPLIT, 300_000])
 def test_one_frame_payloads_are_joined_from_halves_from_split_min_on(size, level):
-    """Fast levels give the second half the first half's last 8 KiB as history, greedy and slower ones all
-    of it (_c/deflate.h); either way one frame that every reader takes."""
+    """The second half is compressed with the first half as its history (_c/deflate.h): one frame that
+    every reader takes."""
     v = _one_record_section(size) if size <= SPLIT else None
     _check_one_frame([v] if v is not None else _values(size), level)
 
@@ -295,14 +295,27 @@ def test_a_joined_frame_of_megabytes_inflates_in_its_window(level):
 
 def test_history_that_opens_like_a_zstd_dictionary_is_not_taken_for_one():
     """The second half's history is given to libzstd as a dictionary; starting with a dictionary's magic
-    number it would be parsed as one (and fail): it starts a byte later then."""
-    base = _spec.lcg_bytes(140_000, 9)
+    number it would be parsed as one (and fail): it starts a byte later then.  (A records section cannot
+    open with it, a record's length being a varint of at least 0; the history starts inside a payload of
+    more than the window, where the second half and the history beside it fill the window.)"""
+    base = random.Random(9).randbytes(3_100_000)
     section = _batch(CY, [base], "none")[61:]
-    at = section.index(base)
-    start = len(section) // 2 - 8192 - at  # where the 8 KiB history (level 3) starts, in the value
+    window = zstandard.get_frame_parameters(_batch(CY, [base], zstd_frames=1)[61:]).window_size
+    start = len(section) - window - section.index(base)  # where the history starts, in the value
+    assert 0 < start < len(base) // 2
     value = base[:start] + bytes.fromhex("37a430ec") + base[start + 4 :]
-    assert _batch(CY, [value], "none")[61:][len(section) // 2 - 8192 :][:4] == bytes.fromhex("37a430ec")
+    assert _batch(CY, [value], "none")[61:][len(section) - window :][:4] == bytes.fromhex("37a430ec")
     _check_one_frame([value])
+
+
+def test_a_value_repeated_across_the_cut_compresses_as_in_one_pass():
+    """The second half's history is the whole first half (within the window), not only its end: a 30 KB
+    value sent eight times takes no more room joined than in one pass."""
+    value = random.Random(3).randbytes(30_000)
+    for level in (1, 3, 19):
+        joined = _check_one_frame([value] * 8, level)
+        assert len(joined) <= len(compression.compress(compression.ZSTD, _batch(CY, [value] * 8, "none")[61:],
+                                                       level)) + 64
 
 
 def test_a_joined_frame_is_the_same_bytes_whoever_compresses_the_second_half():

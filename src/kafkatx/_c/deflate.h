@@ -7,8 +7,8 @@
  * at half its bytes, and each half is compressed on its own core, in one of two forms:
  *  - one frame (the default, zstd_frames=1), as libzstd's own multithreaded compressor joins its jobs:
  *    the caller writes the frame header and the first half's blocks; the worker compresses the second
- *    half with the last KX_ZSTD_JOIN_PREFIX bytes of the first half as its history (matches may reach
- *    back into it; the frame's window covers them) and its repeat offsets cleared (the decoder carries
+ *    half with the first half as its history (as much of it as fits in the frame's window beside the
+ *    second half: matches may reach back into it) and its repeat offsets cleared (the decoder carries
  *    the first half's into the second half's blocks: cleared, the compressor never refers to them), and
  *    writes blocks that end the frame.  This needs libzstd's buffer-less functions and its internal
  *    ZSTD_invalidateRepCodes, which python-zstandard's build exports and a system libzstd does not
@@ -41,14 +41,6 @@
 #endif
 
 #define KX_ZSTD_SPLIT_MIN ((size_t)64 << 10) /* compression.ZSTD_SPLIT_MIN */
-/* The first half's bytes a joined frame's second half may refer back to at the fast levels (libzstd's
-   fast and dfast strategies, levels 1 to 4 and below 1).  The benchmark's 120 KiB payloads at level 3:
-   8 KiB kept the halves' times equal (the history is indexed first) and the payloads 0.8% smaller than
-   one pass's; the whole first half made them 0.7% smaller and took the worker 18% longer.  The slower
-   levels, where indexing costs little beside compressing, are given the whole first half. */
-#define KX_ZSTD_JOIN_PREFIX ((size_t)8 << 10)
-#define KX_ZSTD_GREEDY 3 /* ZSTD_greedy, the first strategy after ZSTD_dfast */
-
 /* Where a payload of n record bytes is cut: n itself (one frame) below KX_ZSTD_SPLIT_MIN, else n / 2. */
 static size_t kx_zstd_cut(size_t n)
 {
@@ -244,16 +236,18 @@ static long long kx_zstd_head(void *dst, size_t cap, const unsigned char *src, s
 static long long kx_zstd_tail(void *dst, size_t cap, const unsigned char *src, size_t cut, size_t n, int level)
 {
     kx_zstd_params p = kx_zstd_join_params(n, level);
-    size_t window = (size_t)1 << p.c.windowLog;
-    size_t keep = cut < KX_ZSTD_JOIN_PREFIX || p.c.strategy >= KX_ZSTD_GREEDY ? cut : KX_ZSTD_JOIN_PREFIX;
+    size_t window = (size_t)1 << p.c.windowLog, keep = cut;
     const unsigned char *history;
     unsigned char header[32]; /* ZSTD_FRAMEHEADERSIZE_MAX is 18 */
     void *cctx = kx_zc_context();
     size_t r;
     if (cctx == NULL)
         return -2;
-    /* libzstd lets matches reach anywhere in the history it is given, the decoder only a window back: keep
-       history and second half within one window (n is below it for all but payloads of megabytes) */
+    /* The whole first half, not only its last few KiB: a value repeated across the cut is then matched as
+       in one pass (the benchmark's payloads: the worker's half takes ~18% longer, for indexing the
+       history first).  libzstd lets matches reach anywhere in the history it is given, the decoder only a
+       window back: keep history and second half within one window (n is below it for all but payloads of
+       megabytes). */
     if (n - cut >= window)
         keep = 0;
     else if (keep > window - (n - cut))

@@ -1,25 +1,30 @@
-"""zstd payloads of ``compression.ZSTD_SPLIT_MIN`` record bytes or more are cut at half their bytes, and the
-compiled builders compress the halves at once, the second on a worker thread (``_c/deflate.h``): with
-``zstd_frames=2`` as two frames, with one frame (the default) joined into one where the libzstd they load
-allows (``_zstd_joins``; python-zstandard's does).
+"""Large zstd payloads are compressed in pieces on two cores by the compiled builders, some pieces on a
+worker thread (``_c/deflate.h``): with ``zstd_frames=2`` as two frames cut at half the record bytes from
+``compression.ZSTD_SPLIT_MIN`` on; with one frame (the default), where the libzstd they load allows
+(``_zstd_joins``; python-zstandard's does), as one frame joined from pieces (``_zstd_join_layout``: parts
+of 64 KiB, then as long as the records before them up to 1 MiB, then the rest in one piece or two halves),
+each compressed with the records before it (up to 1 MiB) as history, which a BatchBuilder queues for the
+worker while it is still appending; the frame's header, written last, gives its content size.
 
-What must hold: the cut depends on the size alone (with or without the C path or a thread, a backend writes
-the same bytes; both backends write the same two frames), each frame holds its half, a joined frame is one
-frame holding the whole records section, every reader takes the payload (kafkatx's fast path and its
-Python path, python-zstandard, cramjam; aiokafka and kafka-python in ``test_differential``; Kafka's own
-classes in ``test_oracle``'s ``large_zstd_two_frames`` and ``large_zstd_level_*`` cases), and the worker
-thread is shared safely: builders on many threads, after fork(), and a worker that has not started when
-the caller is done (the caller compresses the half itself).
+What must hold: the cuts depend on the size alone (with or without the C path, a thread or a builder's
+queue, a backend writes the same bytes; both backends write the same two frames), each frame holds its
+half, a joined frame is one frame holding the whole records section, every reader takes the payload
+(kafkatx's fast path and its Python path, python-zstandard, cramjam; aiokafka and kafka-python in
+``test_differential``; Kafka's own classes in ``test_oracle``'s ``large_zstd*`` cases), and the worker
+thread is shared safely: builders on many threads, builders dropped with parts queued, after fork(), and
+a worker that has not started when the caller is done (the caller compresses the piece itself).
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import random
 import subprocess
 import sys
 import textwrap
+import time
 
 import cramjam
 import pytest
@@ -32,6 +37,8 @@ from kafkatx import compression
 CY = load_backend("cython")
 PY = load_backend("python")
 SPLIT = compression.ZSTD_SPLIT_MIN
+JOINS = bool(CY._zstd_compressor()[0] and CY._zstd_joins())
+PART, BIG = CY._zstd_join_layout() if JOINS else (64 << 10, 1 << 20)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -223,6 +230,42 @@ def _inflations(payload: bytes) -> list:
     return [d.decompressobj().decompress(payload), b"".join(streamed), bytes(cramjam.zstd.decompress(payload))]
 
 
+def _pieces(n: int, big: int = BIG) -> list:
+    """The pieces ``(start, length, history)`` of a joined frame of ``n`` record bytes, as _c/deflate.h
+    cuts them (written out here from its description, to check it against)."""
+    def part(s):
+        return PART if s == 0 else min(s, big)
+
+    rest = 0
+    while rest + part(rest) < n:
+        rest += part(rest)
+    out, s = [], 0
+    while s < n:
+        length = part(s) if s < rest else (n - rest) // 2 if s == rest and n - rest > PART else n - s
+        out.append((s, length, min(s, big)))
+        s += length
+    return out
+
+
+def _block_ends(payload: bytes) -> list:
+    """Where the blocks of the one frame ``payload`` end in its content: the payload fed to a streaming
+    decoder a block at a time (python-zstandard gives out each block's content as it is read whole)."""
+    fhd = payload[4]
+    single, fcs_flag, did = (fhd >> 5) & 1, fhd >> 6, fhd & 3
+    pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[did] + ((1 if single else 0), 2, 4, 8)[fcs_flag]
+    d = zstandard.ZstdDecompressor().decompressobj()
+    ends, total, fed = [], 0, 0
+    while True:
+        header = int.from_bytes(payload[pos : pos + 3], "little")
+        size = 1 if (header >> 1) & 3 == 1 else header >> 3
+        pos += 3 + size
+        total += len(d.decompress(payload[fed:pos]))  # (the frame header with the first block)
+        ends.append(total)
+        fed = pos
+        if header & 1:
+            return ends
+
+
 def _check_one_frame(values, level=None) -> bytes:
     """Build ``values`` into one-frame zstd batches on both backends and check them; the compiled payload."""
     records = _batch(CY, values, "none")[61:]
@@ -233,8 +276,12 @@ def _check_one_frame(values, level=None) -> bytes:
         assert _inflations(payload) == [records] * 3
     assert py[61:] == compression.compress(compression.ZSTD, records, level)  # one pass
     version, bundled = CY._zstd_compressor()
-    if len(records) >= SPLIT and CY._zstd_joins():  # the halves' blocks in one frame: other bytes
+    if len(records) > PART and CY._zstd_joins():  # the pieces' blocks in one frame: other bytes
         assert cy != py
+        # the header gives the content size; every piece ends a block
+        assert zstandard.get_frame_parameters(cy[61:]).content_size == len(records)
+        big = CY._zstd_join_layout(level)[1]
+        assert {s + n for s, n, _ in _pieces(len(records), big)} <= set(_block_ends(cy[61:]))
     elif bundled or not version:  # one pass with the twin's libzstd
         assert cy == py
     want = [_spec.rec_tuple(r) for r in PY.decode_records(py)]
@@ -245,82 +292,117 @@ def _check_one_frame(values, level=None) -> bytes:
 
 
 @pytest.mark.parametrize("level", [None, 1, 4, 5, 19, -5])
-@pytest.mark.parametrize("size", [SPLIT - 1, SPLIT, 300_000])
-def test_one_frame_payloads_are_joined_from_halves_from_split_min_on(size, level):
-    """The second half is compressed with the first half as its history (_c/deflate.h): one frame that
-    every reader takes."""
-    v = _one_record_section(size) if size <= SPLIT else None
+@pytest.mark.parametrize("size", [PART, PART + 1, 300_000])
+def test_one_frame_payloads_past_the_part_size_are_joined_from_parts(size, level):
+    """Each part is compressed with the bytes before it as its history (_c/deflate.h): one frame that every
+    reader takes."""
+    v = _one_record_section(size) if size <= PART + 1 else None
     _check_one_frame([v] if v is not None else _values(size), level)
 
 
-@pytest.mark.parametrize("level, total", [(1, 1_300_000), (5, 3_200_000), (5, 5_000_000)])
+@pytest.mark.parametrize("level, total", [(1, 1_300_000), (5, 3_200_000), (22, 2_000_000)])
 def test_joined_frames_of_megabytes_inflate(level, total):
-    """Payloads larger than the level's window (512 KiB at level 1, 2 MiB at level 5 for these sizes)."""
-    _check_one_frame(_values(total), level)
+    """Many pieces, at levels whose one-pass window would be 512 KiB to 128 MiB: a joined frame's window is
+    its largest piece's (history and piece), never more than one pass's, or the content when that is less."""
+    payload = _check_one_frame(_values(total), level)
+    one_pass = compression.compress(compression.ZSTD, _batch(CY, _values(total), "none")[61:], level)
+    window = zstandard.get_frame_parameters(payload).window_size
+    assert window <= zstandard.get_frame_parameters(one_pass).window_size
+    if CY._zstd_joins():
+        big = CY._zstd_join_layout(level)[1]
+        assert window == _content_size(payload) or window <= 2 * big
+
+
+def _content_size(payload: bytes) -> int:
+    return zstandard.get_frame_parameters(payload).content_size
+
+
+def test_the_pieces_as_described():
+    """The layout _c/deflate.h describes, on sizes around its cuts at level 3 (1 MiB) and level 1 (a
+    512 KiB window: 256 KiB)."""
+    assert _pieces(PART + 1) == [(0, PART, 0), (PART, 1, PART)]
+    assert _pieces(400_000) == [(0, PART, 0), (PART, PART, PART), (2 * PART, 2 * PART, 2 * PART),
+                                (4 * PART, 68_928, 4 * PART), (4 * PART + 68_928, 68_928, 4 * PART + 68_928)]
+    assert [s for s, _, _ in _pieces(5 << 20)] == [0, 1 << 16, 1 << 17, 1 << 18, 1 << 19, 1 << 20, 2 << 20,
+                                                   3 << 20, 4 << 20, 9 << 19]
+    assert [s for s, _, _ in _pieces(1 << 20, 1 << 18)] == [0, 1 << 16, 1 << 17, 1 << 18, 1 << 19, 3 << 18,
+                                                           7 << 17]
+    assert all(keep == min(s, 1 << 18) for s, _, keep in _pieces(3 << 20, 1 << 18))
 
 
 def _seam_value(first_tail: bytes, second_head: bytes, total: int, seed: int) -> bytes:
-    """One record's value whose records section is cut (at half its bytes) between ``first_tail`` and
-    ``second_head``, random bytes around them: ``total`` bytes."""
+    """One record's value whose records section is cut (at the end of the first part) between
+    ``first_tail`` and ``second_head``, random bytes around them: ``total`` bytes."""
     rnd = random.Random(seed)
     fill = total - len(first_tail) - len(second_head)
-    a = fill // 2
+    a = PART - len(first_tail)
     for _ in range(2):
         value = rnd.randbytes(a) + first_tail + second_head + rnd.randbytes(fill - a)
         section = _batch(CY, [value], "none")[61:]
-        a += len(section) // 2 - (section.index(first_tail + second_head) + len(first_tail))
-    assert section[len(section) // 2 :].startswith(second_head)
+        a += PART - (section.index(first_tail + second_head) + len(first_tail))
+    assert section[PART:].startswith(second_head)
     return value
 
 
 @pytest.mark.parametrize("level", [None, 1])
-def test_a_joined_frames_second_half_does_not_use_the_first_halfs_repeat_offsets(level):
-    """The decoder carries the repeat offsets of the first half's last sequences into the second half; the
-    second half's compressor starts with a new frame's (1, 4, 8) unless they are cleared.  Here the first
-    half ends with matches 5 bytes back and the second opens with a run of zeros (a match 1 byte back)."""
+def test_a_joined_frames_parts_do_not_use_the_repeat_offsets_before_them(level):
+    """The decoder carries the repeat offsets of a part's last sequences into the next part; the next part's
+    compressor starts with a new frame's (1, 4, 8) unless they are cleared.  Here the first part ends with
+    matches 5 bytes back and the second opens with a run of zeros (a match 1 byte back)."""
     pattern = random.Random(1).randbytes(5)
     _check_one_frame([_seam_value(pattern * 1200, bytes(20_000), 140_000, 3)], level)
 
 
 @pytest.mark.parametrize("level", [5, 9, 13])
 def test_a_joined_frame_of_megabytes_inflates_in_its_window(level):
-    """libzstd lets matches reach anywhere in the history it is given, a decoder only a window back (4 MiB
-    here), so the second half's history is cut to what fits beside it in the window.  (This libzstd's
-    matchers did not reach past the window with the whole first half given, in our trials; the cut keeps
-    it so for any.)  The 5 MB value's last 800 KB repeat its first 800 KB, 4.2 MB back; the streamed
-    inflation keeps only the window."""
+    """libzstd lets matches reach anywhere in the history it is given, a decoder only a window back, so a
+    part's history and the part must fit in the frame's window.  The 5 MB value's last 800 KB repeat its
+    first 800 KB, 4.2 MB back; the streamed inflation keeps only the window."""
     far = random.Random(4).randbytes(800_000)
     _check_one_frame([far + random.Random(5).randbytes(3_400_000) + far], level)
 
 
 def test_history_that_opens_like_a_zstd_dictionary_is_not_taken_for_one():
-    """The second half's history is given to libzstd as a dictionary; starting with a dictionary's magic
-    number it would be parsed as one (and fail): it starts a byte later then.  (A records section cannot
-    open with it, a record's length being a varint of at least 0; the history starts inside a payload of
-    more than the window, where the second half and the history beside it fill the window.)"""
-    base = random.Random(9).randbytes(3_100_000)
-    section = _batch(CY, [base], "none")[61:]
-    window = zstandard.get_frame_parameters(_batch(CY, [base], zstd_frames=1)[61:]).window_size
-    start = len(section) - window - section.index(base)  # where the history starts, in the value
-    assert 0 < start < len(base) // 2
-    value = base[:start] + bytes.fromhex("37a430ec") + base[start + 4 :]
-    assert _batch(CY, [value], "none")[61:][len(section) - window :][:4] == bytes.fromhex("37a430ec")
-    _check_one_frame([value])
+    """A piece's history is given to libzstd as a dictionary; starting with a dictionary's magic number it
+    would be parsed as one (and fail): it starts a byte later then.  (A records section cannot open with
+    it, a record's length being a varint of at least 0; only a history cut at 1 MiB starts inside the
+    section.)  Here every history that starts inside the section opens with it: three of 3.5 MB's."""
+    base = random.Random(9).randbytes(3_500_000)
+    plain = _batch(CY, [base], "none")[61:]
+    offset = plain.index(base)  # the value's place in the records section
+    value = bytearray(base)
+    starts = [s - keep for s, _, keep in _pieces(len(plain)) if s > keep]
+    assert len(starts) == 3
+    for start in starts:
+        value[start - offset : start - offset + 4] = bytes.fromhex("37a430ec")
+    section = _batch(CY, [bytes(value)], "none")[61:]
+    assert len(section) == len(plain)
+    assert all(section[start : start + 4] == bytes.fromhex("37a430ec") for start in starts)
+    _check_one_frame([bytes(value)])
 
 
-def test_a_value_repeated_across_the_cut_compresses_as_in_one_pass():
-    """The second half's history is the whole first half (within the window), not only its end: a 30 KB
-    value sent eight times takes no more room joined than in one pass."""
-    value = random.Random(3).randbytes(30_000)
-    for level in (1, 3, 19):
-        joined = _check_one_frame([value] * 8, level)
-        assert len(joined) <= len(compression.compress(compression.ZSTD, _batch(CY, [value] * 8, "none")[61:],
-                                                       level)) + 64
+@pytest.mark.parametrize("level", [1, 3, 19])
+def test_values_repeated_far_apart_compress_about_as_in_one_pass(level):
+    """Repeats reach as far back as in one pass, up to the history.  45 KB JSON documents, each one number
+    apart from the one before, sent forty times: one pass finds each document in the one before, and so
+    does a piece, its history being all the records before it (with 64 KiB parts and 32 KiB of history
+    this came out 57 times one pass's size).  A random 200 KB value sent eight times: at the fast levels
+    the match finder skips ever faster through the piece's fresh random bytes and misses some of the next
+    copy (one pass, the whole first copy compressed in the same stream, misses less), so the bound is
+    looser there; at level 19 it finds them all."""
+    rnd = random.Random(10)
+    doc = json.dumps([{"k%d" % j: rnd.random() for j in range(20)} for _ in range(100)]).encode()
+    documents = [doc.replace(b"0.1", b"0.%d" % i, 1) for i in range(40)]
+    copies = [random.Random(3).randbytes(200_000)] * 8
+    for values, bound in ((documents, 1.05), (copies, 1.02 if level == 19 else 1.6)):
+        joined = _check_one_frame(values, level)
+        one_pass = compression.compress(compression.ZSTD, _batch(CY, values, "none")[61:], level)
+        assert len(joined) <= len(one_pass) * bound + 256
 
 
-def test_a_joined_frame_is_the_same_bytes_whoever_compresses_the_second_half():
-    """On one CPU (no worker: the caller compresses both halves in turn) the bytes are the ones written here
-    with the worker."""
+def test_a_joined_frame_is_the_same_bytes_whoever_compresses_the_parts():
+    """On one CPU (no worker, no parts queued while appending: the caller compresses every part in turn)
+    the bytes are the ones written here with the worker."""
     script = textwrap.dedent("""
         import os, sys
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
@@ -377,3 +459,128 @@ def test_encode_arrow_checks_its_arguments_in_one_order_on_both_backends():
                 codec.encode_arrow(table, **kw)
             errors.append((type(ei.value), str(ei.value)))
         assert errors[0] == errors[1], kw
+
+
+# ------------------------------------------------------------------- parts queued while appending
+STREAMS = bool(CY._zstd_compressor()[0] and CY._zstd_joins() and compression.usable_cpus() >= 2)
+
+
+def _sized_values(size: int, seed: int) -> list:
+    """Values whose BatchBuilder records section (keys, timestamps, headers as ``_batch`` writes them) is
+    exactly ``size`` bytes."""
+    values = []
+    b = CY.BatchBuilder(base_offset=7, producer_id=3, producer_epoch=1, base_sequence=0, transactional=True)
+    for i, v in enumerate(_values(size, seed)):
+        if b.size_in_bytes() + len(v) + 200 > size:
+            break
+        b.append(v, key=b"key-%d" % i, timestamp=1_700_000_000_000 + i, headers=[("i", b"%d" % i)])
+        values.append(v)
+    have = len(_batch(CY, values, "none")) - 61
+    for n in range(size - have - 60, size - have + 1):
+        last = _spec.lcg_bytes(n, seed)
+        if len(_batch(CY, values + [last], "none")) - 61 == size:
+            return values + [last]
+    raise AssertionError(size)
+
+
+@pytest.mark.parametrize("size", [PART - 1, PART, PART + 1, 2 * PART - 1, 2 * PART, 2 * PART + 1, 4 * PART + 1,
+                                  5 * PART, 5 * PART + 1, 8 * PART + 1, 20 * PART + 7])
+def test_a_builder_writes_the_same_joined_frame_with_or_without_its_queue(size, monkeypatch):
+    """Sizes around the pieces' ends (a rest of one byte, of a part, of a part and a byte: two halves): a
+    builder that queued parts while appending (two CPUs), encode_arrow
+    (which never queues: it cuts the whole payload at once) and a builder on one CPU (no worker, no queue)
+    write the same bytes, and building again gives them once more."""
+    import pyarrow as pa
+
+    values = _sized_values(size, size)
+    records = _batch(CY, values, "none")[61:]
+    assert len(records) == size
+    b = CY.BatchBuilder(base_offset=7, producer_id=3, producer_epoch=1, base_sequence=0, transactional=True,
+                        compression="zstd")
+    for i, v in enumerate(values):
+        b.append(v, key=b"key-%d" % i, timestamp=1_700_000_000_000 + i, headers=[("i", b"%d" % i)])
+    queued = b.build()
+    assert b.build() == queued
+    assert _inflations(queued[61:]) == [records] * 3
+    assert len(_frames(queued[61:])) == 1
+    plain = [v for v in values]
+    table = pa.table({"value": plain})
+    b = CY.BatchBuilder(compression="zstd")
+    for v in plain:
+        b.append(v, timestamp=5)
+    assert CY.encode_arrow(table, records_per_batch=len(plain), compression="zstd", timestamp=5) == b.build()
+    monkeypatch.setattr(compression, "usable_cpus", lambda: 1)
+    assert _batch(CY, values, zstd_frames=1) == queued
+    if size > PART and CY._zstd_joins():
+        assert queued[61:] != compression.compress(compression.ZSTD, records, None)
+
+
+@pytest.mark.skipif(not STREAMS, reason="needs python-zstandard's libzstd and two usable CPUs")
+def test_the_worker_takes_a_builders_parts_before_it_is_built():
+    """No wait on build(): the worker has compressed parts while the records were still being appended."""
+    before = CY._zstd_worker_jobs()
+    b = CY.BatchBuilder(compression="zstd")
+    for v in _values(10 * PART):
+        b.append(v, timestamp=5)
+    deadline = time.monotonic() + 60
+    while CY._zstd_worker_jobs() == before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert CY._zstd_worker_jobs() > before
+    assert len(_frames(b.build()[61:])) == 1
+
+
+def test_builders_dropped_or_reset_with_parts_queued():
+    """A builder dropped (or initialised again) while its parts wait in the queue or are being compressed
+    takes them out or waits for them: no freed part is compressed, and the next builders are unharmed."""
+    values = _values(20 * PART)
+    want = _batch(CY, values[:100], zstd_frames=1)
+    for _ in range(20):
+        b = CY.BatchBuilder(compression="zstd")
+        for v in values:
+            b.append(v, timestamp=5)
+        del b
+        b = CY.BatchBuilder(compression="zstd")
+        for v in values:
+            b.append(v, timestamp=5)
+        b.__init__(base_offset=7, producer_id=3, producer_epoch=1, base_sequence=0, transactional=True,
+                   compression="zstd")
+        for i, v in enumerate(values[:100]):
+            b.append(v, key=b"key-%d" % i, timestamp=1_700_000_000_000 + i, headers=[("i", b"%d" % i)])
+        assert b.build() == want
+    assert [r.value for r in CY.decode_records(_batch(CY, values, zstd_frames=1))] == values
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_child_forked_while_parts_are_queued_builds_the_same_bytes():
+    """The child has no worker: the part the parent's worker was compressing is queued again in the child,
+    whose builder (or new worker) compresses it."""
+    script = textwrap.dedent("""
+        import os, sys
+        sys.path.insert(0, sys.argv[1])
+        import kafkatx._codec as c
+        from test_zstd_frames import _values
+        values = _values(3_000_000)
+        def fill(b, vs):
+            for v in vs:
+                b.append(v, timestamp=5)
+        want = c.BatchBuilder(compression="zstd")
+        fill(want, values)
+        want = want.build()
+        ok = True
+        for _ in range(5):
+            b = c.BatchBuilder(compression="zstd")
+            fill(b, values[: len(values) // 2])  # parts queued, the worker on one of them
+            pid = os.fork()
+            if pid == 0:
+                fill(b, values[len(values) // 2 :])
+                os._exit(0 if b.build() == want else 3)
+            fill(b, values[len(values) // 2 :])
+            _, status = os.waitpid(pid, 0)
+            ok = ok and os.waitstatus_to_exitcode(status) == 0 and b.build() == want
+        print(ok)
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), os.path.join(ROOT, "tests")]))
+    r = subprocess.run([sys.executable, "-c", script, os.path.join(ROOT, "tests")], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True"]

@@ -33,11 +33,21 @@ cdef extern from "deflate.h" nogil:
     unsigned kx_zstd_compressor_version(int *bundled)
     int kx_zstd_joins()
     int kx_zstd_cuts(size_t n, int frames)
-    size_t kx_zstd_deflate_bound(size_t n, int frames)
+    size_t kx_zstd_deflate_bound(size_t n, int frames, int level)
     long long kx_zstd_deflate(unsigned char *dst, size_t cap, const unsigned char *src, size_t n, int level,
                               int threads, int frames)
     long kx_zstd_worker_jobs()
     const size_t KX_ZSTD_SPLIT_MIN
+    const size_t KX_ZSTD_PART
+    size_t kx_zstd_big(int level)
+    ctypedef struct kx_zstream:
+        size_t posted
+        size_t next
+    kx_zstream *kx_zstream_new(int level)
+    int kx_zstream_feed(kx_zstream *s, const unsigned char *records, size_t n)
+    void kx_zstream_free(kx_zstream *s)
+    long long kx_zstd_deflate_joined(unsigned char *dst, size_t cap, const unsigned char *src, size_t n, int level,
+                                     int threads, kx_zstream *s)
 
 cdef extern from "ahead.h" nogil:
     ctypedef long long (*kx_inflate_fn)(const unsigned char *src, Py_ssize_t n, int cid, unsigned char *dst,

@@ -13,6 +13,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.dict cimport PyDict_GetItem
 from cpython.list cimport PyList_Append
 from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
@@ -133,10 +134,10 @@ cdef bint _SYS_ZSTD = ZSTD_SYSTEM_VERSION != 0
 cdef bint _SYS_LZ4 = LZ4_SYSTEM_VERSION != 0
 
 
-# The builders compress zstd payloads of compression.ZSTD_SPLIT_MIN record bytes or more in C (_c/deflate.h),
-# in two halves at once: joined into one frame (the default) or as two frames (zstd_frames=2), with
-# python-zstandard's own libzstd where its CFFI module exports it, else the system's; both must cut where
-# the twin cuts two frames.
+# The builders compress large zstd payloads in C (_c/deflate.h), in pieces on two cores: one frame joined from
+# pieces (the default, past KX_ZSTD_PART record bytes) or two frames cut at half the bytes
+# (zstd_frames=2, from compression.ZSTD_SPLIT_MIN on), with python-zstandard's own libzstd where its CFFI
+# module exports it, else the system's; two frames must be cut where the twin cuts them.
 if KX_ZSTD_SPLIT_MIN != _compression.ZSTD_SPLIT_MIN:
     raise ImportError("kafkatx._codec was built with another zstd_frames cut than compression.ZSTD_SPLIT_MIN")
 
@@ -170,10 +171,22 @@ def _zstd_compressor():
 
 
 def _zstd_joins():
-    """Whether the builders write a one-frame zstd payload of ``ZSTD_SPLIT_MIN`` bytes or more from two
-    halves compressed at once (_c/deflate.h; the library must export libzstd's buffer-less functions, as
-    python-zstandard's does).  False: one pass, the bytes compression._zstd writes."""
+    """Whether the compiled builders write a one-frame zstd payload of more than ``_zstd_join_layout()[0]``
+    record bytes joined from parts compressed on two cores (_c/deflate.h; the library must export libzstd's
+    buffer-less functions, as python-zstandard's does).  False: one pass, the bytes compression._zstd writes."""
     return bool(_zstd_compressor()[0] and kx_zstd_joins())
+
+
+def _zstd_join_layout(level=None):
+    """``(part, big)`` at zstd ``level`` (None: 3): a joined frame's parts are ``part`` record bytes for
+    the first, then as long as all the records before them, up to ``big`` (1 MiB, or half the level's
+    window if less); what follows the last part (one to a part's length of bytes) is one piece, or two
+    halves if it is longer than ``part``.  Each piece is compressed with the records before it, up to
+    ``big`` of them, as its history."""
+    lvl = 3 if level is None else _compression.check_level(4, level)
+    if not _zstd_joins():
+        raise RuntimeError("the compiled builders write no joined frames here (see _zstd_joins)")
+    return KX_ZSTD_PART, kx_zstd_big(lvl)
 
 
 # lz4 frame header checksums by FLG << 8 | BD (what Kafka's writers put in a frame descriptor without a
@@ -255,12 +268,14 @@ cdef Py_ssize_t _zstd_frame_bound(const uint8_t *p, Py_ssize_t n) noexcept nogil
     return total if n else -1
 
 
-cdef bytes _compressed_batch(int cid, const uint8_t *records, Py_ssize_t n, object level, int frames):
+cdef bytes _compressed_batch(int cid, const uint8_t *records, Py_ssize_t n, object level, int frames,
+                             kx_zstream *stream=NULL):
     """A new batch of ``RECORD_BATCH_OVERHEAD`` bytes (its header, for the caller to write) and the payload
-    of ``records[0, n)`` compressed with codec ``cid`` as compression.compress writes it.  A zstd payload of
-    ``ZSTD_SPLIT_MIN`` bytes or more is compressed here in C straight into the batch (see _zstd_compressor)
-    in two halves, the second on _c/deflate.h's worker thread where the process may use two CPUs: the same
-    two frames with ``zstd_frames=2`` (``frames``), else one frame joined from the halves (_zstd_joins)."""
+    of ``records[0, n)`` compressed with codec ``cid`` as compression.compress writes it.  A large zstd
+    payload is compressed here in C straight into the batch (see _zstd_compressor) in pieces, some on
+    _c/deflate.h's worker thread where the process may use two CPUs: the two frames of ``zstd_frames=2``
+    (``frames``) from ``ZSTD_SPLIT_MIN`` bytes on, else one frame joined from parts (_zstd_joins), some of
+    which a builder's ``stream`` may hold already."""
     cdef bytes out
     cdef object payload
     cdef PyObject *sole
@@ -272,11 +287,14 @@ cdef bytes _compressed_batch(int cid, const uint8_t *records, Py_ssize_t n, obje
             _ZSTD_DEFLATE > 0 or (_ZSTD_DEFLATE < 0 and _zstd_compressor()[0])) and kx_zstd_cuts(<size_t>n, frames):
         lvl = 3 if level is None else level
         threads = _compression.usable_cpus() >= 2
-        cap = <Py_ssize_t>kx_zstd_deflate_bound(<size_t>n, frames)
+        cap = <Py_ssize_t>kx_zstd_deflate_bound(<size_t>n, frames, lvl)
         out = PyBytes_FromStringAndSize(NULL, RECORD_BATCH_OVERHEAD + cap)
         dst = <unsigned char *>PyBytes_AS_STRING(out) + RECORD_BATCH_OVERHEAD
         with nogil:
-            got = kx_zstd_deflate(dst, <size_t>cap, records, <size_t>n, lvl, threads, frames)
+            if stream != NULL:
+                got = kx_zstd_deflate_joined(dst, <size_t>cap, records, <size_t>n, lvl, threads, stream)
+            else:
+                got = kx_zstd_deflate(dst, <size_t>cap, records, <size_t>n, lvl, threads, frames)
         if got >= 0:
             if got == cap:
                 return out
@@ -299,7 +317,8 @@ cdef bytes _compressed_batch(int cid, const uint8_t *records, Py_ssize_t n, obje
 
 
 def _zstd_worker_jobs():
-    """How many second halves _c/deflate.h's worker thread has compressed in this process (for the tests)."""
+    """How many pieces (parts of joined frames, second frames) _c/deflate.h's worker thread has compressed in
+    this process (for the tests)."""
     return kx_zstd_worker_jobs()
 
 
@@ -2388,13 +2407,20 @@ cdef class BatchBuilder:
     cdef int64_t _first_ts
     cdef bint _has_first_ts
     cdef int64_t _max_ts
+    cdef kx_zstream *_zs  # the parts of a joined zstd frame queued while appending (_feed)
+    cdef Py_ssize_t _zs_next  # _len past which _feed queues a part; PY_SSIZE_T_MAX: it never does
 
     def __cinit__(self):
         self._buf = NULL
+        self._zs = NULL
 
     def __init__(self, *, base_offset=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=False,
                  compression="none", compression_level=None, timestamp_type="create_time", partition_leader_epoch=-1,
                  log_append_time=None, delete_horizon_ms=None, zstd_frames=1):
+        # the parts queued for the batch before go (first: the arguments below may raise)
+        kx_zstream_free(self._zs)
+        self._zs = NULL
+        self._zs_next = PY_SSIZE_T_MAX
         if not _builder_args_ok(base_offset, producer_id, producer_epoch, base_sequence, transactional,
                                 partition_leader_epoch, delete_horizon_ms):
             base_offset, producer_id, producer_epoch, base_sequence, partition_leader_epoch, delete_horizon_ms = \
@@ -2428,10 +2454,29 @@ cdef class BatchBuilder:
         if self._buf == NULL:  # (a second __init__ keeps the buffer it has)
             self._buf = _builder_buffer(&self._cap)
         self._len = RECORD_BATCH_OVERHEAD  # the header is written by build()
+        # A one-frame zstd payload of more than KX_ZSTD_PART bytes is joined from pieces (_compressed_batch):
+        # with a second CPU, each part is queued for the worker as soon as the records after it begin.
+        if self._cid == 4 and self._frames == 1 and _compression.usable_cpus() >= 2 and (
+                _ZSTD_DEFLATE > 0 or (_ZSTD_DEFLATE < 0 and _zstd_compressor()[0])) and kx_zstd_joins():
+            self._zs_next = RECORD_BATCH_OVERHEAD + <Py_ssize_t>KX_ZSTD_PART
 
     def __dealloc__(self):
+        kx_zstream_free(self._zs)
+        self._zs = NULL
         _builder_buffer_back(self._buf, self._cap)
         self._buf = NULL
+
+    cdef int _feed(self) except -1:
+        """Queue the complete parts of the joined frame (see __init__) for the worker."""
+        if self._zs == NULL:
+            self._zs = kx_zstream_new(3 if self._level is None else self._level)
+        if self._zs == NULL or kx_zstream_feed(self._zs, self._buf + RECORD_BATCH_OVERHEAD,
+                                               <size_t>(self._len - RECORD_BATCH_OVERHEAD)) < 0:
+            # no memory for a copy: build() compresses the parts not queued yet
+            self._zs_next = PY_SSIZE_T_MAX
+            return 0
+        self._zs_next = RECORD_BATCH_OVERHEAD + <Py_ssize_t>self._zs.next
+        return 0
 
     cdef int _reserve(self, Py_ssize_t extra) except -1:
         cdef Py_ssize_t need = self._len + extra
@@ -2533,6 +2578,8 @@ cdef class BatchBuilder:
         self._has_last = True
         if ts > self._max_ts:
             self._max_ts = ts
+        if self._len > self._zs_next:
+            self._feed()
         return off
 
     def build(self):
@@ -2544,6 +2591,7 @@ cdef class BatchBuilder:
         cdef uint8_t *o
         cdef Py_ssize_t plen
         cdef int attributes
+        cdef kx_zstream *zs
         self._built = True
         if self._count == 0:
             return b""
@@ -2555,8 +2603,15 @@ cdef class BatchBuilder:
             o = <uint8_t *>PyBytes_AS_STRING(out)
             memcpy(o + RECORD_BATCH_OVERHEAD, self._buf + RECORD_BATCH_OVERHEAD, plen)
         else:
-            out = _compressed_batch(self._cid, self._buf + RECORD_BATCH_OVERHEAD, self._len - RECORD_BATCH_OVERHEAD,
-                                    self._level, self._frames)
+            # the parts queued while appending are this call's alone (building again, or on another thread at
+            # once, compresses them anew: the same bytes), freed when it is done with them
+            zs = self._zs
+            self._zs = NULL
+            try:
+                out = _compressed_batch(self._cid, self._buf + RECORD_BATCH_OVERHEAD,
+                                        self._len - RECORD_BATCH_OVERHEAD, self._level, self._frames, zs)
+            finally:
+                kx_zstream_free(zs)
             plen = len(out) - RECORD_BATCH_OVERHEAD
             if plen + RECORD_BATCH_OVERHEAD - LOG_OVERHEAD > INT32_MAX_:
                 raise InvalidAppendError("compressed batch larger than 2^31-1 bytes")

@@ -250,7 +250,7 @@ def cases() -> dict:
         joined.append(b)
     out["large_zstd_levels"] = {
         "description": "the large case's zstd batch at levels 1, 19 and -5: over 64 KiB of records, which the "
-        "compiled builders compress as two halves at once, joined into one frame (the twin in one pass)",
+        "compiled builders join into one frame from pieces compressed on two cores (the twin in one pass)",
         "batches": joined,
     }
     out["segment_mixed"] = {

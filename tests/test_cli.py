@@ -571,10 +571,10 @@ def test_version(capfd):
         v = _codec.ZSTD_SYSTEM_VERSION
         assert ("zstd reads: system libzstd 1." if v else "zstd reads: python-zstandard") in out
         v, bundled = _codec._zstd_compressor()
-        halves = "one frame or zstd_frames=2" if _codec._zstd_joins() else "zstd_frames=2"
+        pieces = "one frame from parts or zstd_frames=2" if _codec._zstd_joins() else "zstd_frames=2"
         assert ("zstd writes: python-zstandard;" if not v else
-                f"zstd writes: python-zstandard (halves at once, {halves}: python-zstandard's libzstd 1." if bundled
-                else f"zstd writes: python-zstandard (halves at once, {halves}: system libzstd 1.") in out
+                f"zstd writes: python-zstandard (on two cores, {pieces}: python-zstandard's libzstd 1." if bundled
+                else f"zstd writes: python-zstandard (on two cores, {pieces}: system libzstd 1.") in out
         v = _codec.LZ4_SYSTEM_VERSION
         assert ("lz4: system liblz4 1." if v else "lz4: cramjam") in out
 

@@ -169,13 +169,15 @@ class BatchBuilder:
     ``log_append_time`` the int64 rule of :meth:`append`'s timestamp; ``zstd_frames`` other than 1 or 2
     is a ValueError (TypeError if it is not an integer).
 
-    The compiled builder compresses a zstd payload of ``compression.ZSTD_SPLIT_MIN`` (64 KiB) of records or
-    more in two halves at once, the second on a worker thread where the process may use two CPUs (the
-    benchmark's 1,000-record batches in ~0.6-0.7x the time).  By default (``zstd_frames=1``) the halves
-    are joined into one frame, where the libzstd it loads allows (python-zstandard's does; else one pass);
-    the pure-Python twin writes that frame in one pass, so the bytes differ between the backends there and
-    the records do not.  ``zstd_frames=2`` writes the halves as two frames, the same bytes on both
-    backends; Kafka's classes read such payloads, kafka-python 2.0.2 does not.  Other codecs ignore it.
+    The compiled builder compresses a large zstd payload in pieces on two cores, some on a worker thread,
+    where the process may use two CPUs.  By default (``zstd_frames=1``) a payload of more than 64 KiB of
+    records is one frame joined from pieces (``_codec._zstd_join_layout()``), each compressed with the
+    records before it (up to 1 MiB) as history, the parts queued for the worker as soon as the records
+    after them begin, where the libzstd it loads allows (python-zstandard's does; else one pass); the
+    pure-Python twin writes that frame in one pass, so the bytes differ between the backends there and
+    the records do not.  ``zstd_frames=2`` writes a payload of ``compression.ZSTD_SPLIT_MIN`` (64 KiB) or more as two
+    frames, its bytes' halves, compressed at once, the same bytes on both backends; Kafka's classes read
+    such payloads, kafka-python 2.0.2 does not.  Other codecs ignore it.
     """
 
     base_offset: int

@@ -1002,10 +1002,10 @@ def cmd_version(args) -> int:
         parts.append(f"CRC-32C: {_codec.CRC32C_IMPL}")
         v = _codec.ZSTD_SYSTEM_VERSION
         parts.append("zstd reads: " + (system("libzstd", v) if v else "python-zstandard"))
-        v, bundled = _codec._zstd_compressor()  # (payloads of ZSTD_SPLIT_MIN bytes or more, in halves)
+        v, bundled = _codec._zstd_compressor()  # (large payloads, in pieces on two cores)
         lib = system("libzstd", v, "python-zstandard's" if bundled else "system")
-        halves = "one frame or zstd_frames=2" if _codec._zstd_joins() else "zstd_frames=2"
-        parts.append("zstd writes: python-zstandard" + (f" (halves at once, {halves}: {lib} in C)" if v else ""))
+        pieces = "one frame from parts or zstd_frames=2" if _codec._zstd_joins() else "zstd_frames=2"
+        parts.append("zstd writes: python-zstandard" + (f" (on two cores, {pieces}: {lib} in C)" if v else ""))
         v = _codec.LZ4_SYSTEM_VERSION
         parts.append("lz4: " + (system("liblz4", v) + " and cramjam" if v else "cramjam"))
     parts.append(f"Python {sys.version.split()[0]}")

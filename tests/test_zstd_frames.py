@@ -2,8 +2,9 @@
 worker thread (``_c/deflate.h``): with ``zstd_frames=2`` as two frames cut at half the record bytes from
 ``compression.ZSTD_SPLIT_MIN`` on; with one frame (the default), where the libzstd they load allows
 (``_zstd_joins``; python-zstandard's does), as one frame joined from pieces (``_zstd_join_layout``: parts
-of 64 KiB, then as long as the records before them up to 1 MiB, then the rest in one piece or two halves),
-each compressed with the records before it (up to 1 MiB) as history, which a BatchBuilder queues for the
+of 64 KiB, then as long as the records before them up to one pass's window at the level, then the rest in
+one piece or two halves), each compressed with the records before it (up to as many) as history, so that
+every byte reaches at least as far back as in one pass, which a BatchBuilder queues for the
 worker while it is still appending; the frame's header, written last, gives its content size.
 
 What must hold: the cuts depend on the size alone (with or without the C path, a thread or a builder's
@@ -303,11 +304,12 @@ def test_one_frame_payloads_past_the_part_size_are_joined_from_parts(size, level
 @pytest.mark.parametrize("level, total", [(1, 1_300_000), (5, 3_200_000), (22, 2_000_000)])
 def test_joined_frames_of_megabytes_inflate(level, total):
     """Many pieces, at levels whose one-pass window would be 512 KiB to 128 MiB: a joined frame's window is
-    its largest piece's (history and piece), never more than one pass's, or the content when that is less."""
+    its largest piece's (history and piece), never more than twice one pass's (a piece and its history
+    each as long as one pass's window), or the content when that is less."""
     payload = _check_one_frame(_values(total), level)
     one_pass = compression.compress(compression.ZSTD, _batch(CY, _values(total), "none")[61:], level)
     window = zstandard.get_frame_parameters(payload).window_size
-    assert window <= zstandard.get_frame_parameters(one_pass).window_size
+    assert window <= 2 * zstandard.get_frame_parameters(one_pass).window_size
     if CY._zstd_joins():
         big = CY._zstd_join_layout(level)[1]
         assert window == _content_size(payload) or window <= 2 * big
@@ -318,16 +320,19 @@ def _content_size(payload: bytes) -> int:
 
 
 def test_the_pieces_as_described():
-    """The layout _c/deflate.h describes, on sizes around its cuts at level 3 (1 MiB) and level 1 (a
-    512 KiB window: 256 KiB)."""
+    """The layout _c/deflate.h describes, on sizes around its cuts at level 3 (a 2 MiB window) and level 1
+    (a 512 KiB window)."""
     assert _pieces(PART + 1) == [(0, PART, 0), (PART, 1, PART)]
     assert _pieces(400_000) == [(0, PART, 0), (PART, PART, PART), (2 * PART, 2 * PART, 2 * PART),
                                 (4 * PART, 68_928, 4 * PART), (4 * PART + 68_928, 68_928, 4 * PART + 68_928)]
     assert [s for s, _, _ in _pieces(5 << 20)] == [0, 1 << 16, 1 << 17, 1 << 18, 1 << 19, 1 << 20, 2 << 20,
-                                                   3 << 20, 4 << 20, 9 << 19]
-    assert [s for s, _, _ in _pieces(1 << 20, 1 << 18)] == [0, 1 << 16, 1 << 17, 1 << 18, 1 << 19, 3 << 18,
-                                                           7 << 17]
-    assert all(keep == min(s, 1 << 18) for s, _, keep in _pieces(3 << 20, 1 << 18))
+                                                   4 << 20, 9 << 19]
+    assert [s for s, _, _ in _pieces(2 << 20, 1 << 19)] == [0, 1 << 16, 1 << 17, 1 << 18, 1 << 19, 1 << 20,
+                                                           3 << 19, 7 << 18]
+    assert all(keep == min(s, 1 << 19) for s, _, keep in _pieces(3 << 20, 1 << 19))
+    if CY._zstd_joins():
+        assert [CY._zstd_join_layout(level)[1] for level in (-5, 1, None, 3, 9, 19, 22)] == [
+            1 << 19, 1 << 19, 2 << 20, 2 << 20, 4 << 20, 8 << 20, 64 << 20]
 
 
 def _seam_value(first_tail: bytes, second_head: bytes, total: int, seed: int) -> bytes:
@@ -365,9 +370,10 @@ def test_a_joined_frame_of_megabytes_inflates_in_its_window(level):
 def test_history_that_opens_like_a_zstd_dictionary_is_not_taken_for_one():
     """A piece's history is given to libzstd as a dictionary; starting with a dictionary's magic number it
     would be parsed as one (and fail): it starts a byte later then.  (A records section cannot open with
-    it, a record's length being a varint of at least 0; only a history cut at 1 MiB starts inside the
-    section.)  Here every history that starts inside the section opens with it: three of 3.5 MB's."""
-    base = random.Random(9).randbytes(3_500_000)
+    it, a record's length being a varint of at least 0; only a history cut at one pass's window (2 MiB at
+    level 3) starts inside the section.)  Here every history that starts inside the section opens with it:
+    three of 7 MB's."""
+    base = random.Random(9).randbytes(7_000_000)
     plain = _batch(CY, [base], "none")[61:]
     offset = plain.index(base)  # the value's place in the records section
     value = bytearray(base)
@@ -398,6 +404,19 @@ def test_values_repeated_far_apart_compress_about_as_in_one_pass(level):
         joined = _check_one_frame(values, level)
         one_pass = compression.compress(compression.ZSTD, _batch(CY, values, "none")[61:], level)
         assert len(joined) <= len(one_pass) * bound + 256
+
+
+@pytest.mark.parametrize("level, documents", [(5, 6), (9, 8)])
+def test_documents_recurring_a_megabyte_and_more_apart_compress_as_in_one_pass(level, documents):
+    """200 KB documents sent in turn, each back 1.2 or 1.6 MB after it was last sent: within one pass's
+    window (2 MiB at level 5, 4 MiB at level 9), and so within each piece's history (with histories of
+    1 MiB these came out 1.55 and 2.46 times one pass's size)."""
+    rnd = random.Random(5)
+    docs = [rnd.randbytes(100_000).hex().encode() for _ in range(documents)]
+    values = [docs[i % documents] for i in range(4 * documents)]
+    joined = _check_one_frame(values, level)
+    one_pass = compression.compress(compression.ZSTD, _batch(CY, values, "none")[61:], level)
+    assert len(joined) <= len(one_pass) * 1.05
 
 
 def test_a_joined_frame_is_the_same_bytes_whoever_compresses_the_parts():

@@ -172,7 +172,7 @@ class BatchBuilder:
     The compiled builder compresses a large zstd payload in pieces on two cores, some on a worker thread,
     where the process may use two CPUs.  By default (``zstd_frames=1``) a payload of more than 64 KiB of
     records is one frame joined from pieces (``_codec._zstd_join_layout()``), each compressed with the
-    records before it (up to 1 MiB) as history, the parts queued for the worker as soon as the records
+    records before it (up to one pass's window) as history, the parts queued for the worker as soon as the records
     after them begin, where the libzstd it loads allows (python-zstandard's does; else one pass); the
     pure-Python twin writes that frame in one pass, so the bytes differ between the backends there and
     the records do not.  ``zstd_frames=2`` writes a payload of ``compression.ZSTD_SPLIT_MIN`` (64 KiB) or more as two

@@ -179,9 +179,9 @@ def _zstd_joins():
 
 def _zstd_join_layout(level=None):
     """``(part, big)`` at zstd ``level`` (None: 3): a joined frame's parts are ``part`` record bytes for
-    the first, then as long as all the records before them, up to ``big`` (1 MiB, or half the level's
-    window if less); what follows the last part (one to a part's length of bytes) is one piece, or two
-    halves if it is longer than ``part``.  Each piece is compressed with the records before it, up to
+    the first, then as long as all the records before them, up to ``big`` (the window of one pass at the
+    level, at most 64 MiB); what follows the last part (one to a part's length of bytes) is one piece, or
+    two halves if it is longer than ``part``.  Each piece is compressed with the records before it, up to
     ``big`` of them, as its history."""
     lvl = 3 if level is None else _compression.check_level(4, level)
     if not _zstd_joins():

@@ -646,14 +646,18 @@ def _unzstd_streaming(mv, frames, max_size: int) -> bytes:
 # inflate only the first frame, so a consumer on those would fail on the batch, which is why one frame is
 # the default.  In one frame (the default) the compiled builders join a payload of more than 64 KiB from
 # pieces (``_codec._zstd_join_layout``: parts of 64 KiB, then as long as the records before them up to
-# 1 MiB), each compressed with the records before it (up to 1 MiB) as history, where the libzstd they load
-# exports what that takes (``_codec._zstd_joins()``; python-zstandard's does); this module, and so the
+# one pass's window at the level), each compressed with the records before it (up to as many) as history,
+# where the libzstd they load exports what that takes (``_codec._zstd_joins()``; python-zstandard's
+# does); this module, and so the
 # pure-Python twin, compresses one frame in one pass: the same records in other bytes.  What it costs: 1.3%
 # more bytes on 110 KB of JSON-like records a batch as two frames, none on the benchmark's records; a
 # joined frame 0.6% smaller than one pass on the benchmark's records, from 0.6% smaller (level 1) to 0.8%
 # larger (level 3) on 110 KB to 1.1 MB of small JSON rows, 3% larger at level 1 on 45 KB documents sent
-# forty times, and up to 1.6x one pass at level 1 (1.3x at level 3) on a random 200 KB value sent eight
+# forty times, and up to 1.5x one pass at level 1 (1.3x at level 3) on a random 200 KB value sent eight
 # times, where libzstd's fast match finders skip through a piece's fresh random bytes and miss copies.
+# Worst found: 90 KB documents sent in turn six at a time at level 1 (each back 450 KB later) 2.9x, ten of
+# 100-300 KB at level 3 (2 MB later) 2.1x, the oldest entries of a densely indexed history lost from the
+# hash tables; within 1% on JSON rows and log lines of 4 MB and at level 9 on all of these.
 ZSTD_SPLIT_MIN = 64 << 10
 
 

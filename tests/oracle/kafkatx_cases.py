@@ -253,6 +253,17 @@ def cases() -> dict:
         "compiled builders join into one frame from pieces compressed on two cores (the twin in one pass)",
         "batches": joined,
     }
+    out["large_zstd_window"] = {
+        "description": "1.4 MB of records at zstd level 1, past one pass's 512 KiB window: the compiled builders' "
+        "joined frame declares a window of 1 MiB (a piece and its history each as long as one pass's window)",
+        "batches": [
+            _batch(
+                [_rec(T0 + i, f"w{i}", {"pattern": "repeat", "len": 100_000, "text": f"{i % 5}:" + TEXT})
+                 for i in range(14)],
+                compression="zstd", level=1,
+            )
+        ],
+    }
     out["segment_mixed"] = {
         "description": "8 concatenated batches (every codec, idempotent and transactional producers, an offset "
         "gap, a log-append-time batch, levels) like a log segment",

@@ -7,13 +7,14 @@
  *  - one frame (the default, zstd_frames=1), joined from pieces as libzstd's own multithreaded compressor
  *    joins its jobs: a payload of more than KX_ZSTD_PART record bytes is cut into parts, the first
  *    KX_ZSTD_PART bytes long and each next one as long as all the records before it, up to kx_zstd_big
- *    (KX_ZSTD_PART_MAX, or half the level's window), and what follows the last part is one more piece, or
- *    two halves if it is longer than KX_ZSTD_PART.  Each piece is compressed on its own, with the records
- *    before it (up to kx_zstd_big of them) as history, so that matches reach about as far back as in one
- *    pass, at no more cost, all pieces taken, than indexing the records once more; with no frame header of
+ *    (the window of one pass at the level), and what follows the last part is one more piece, or two
+ *    halves if it is longer than KX_ZSTD_PART.  Each piece is compressed on its own, with the records
+ *    before it (up to kx_zstd_big of them) as history, so that matches reach at least as far back as in
+ *    one pass, at no more cost, all pieces taken, than indexing the records once more; with no frame header of
  *    its own and its repeat offsets cleared (the decoder carries the previous piece's into it: cleared,
  *    the compressor never refers to them); the last piece ends the frame.  The frame's header, written
- *    last, gives the largest window of the pieces and the content size (each piece ends a block, so a
+ *    last, gives the largest window of the pieces (history and piece: up to twice one pass's, where the
+ *    payload is larger than one pass's window) and the content size (each piece ends a block, so a
  *    reader could not size the frame from its blocks as it can a one-pass frame's).  A piece's parameters
  *    depend on where it starts and ends (kx_zstd_join_params), not on the payload's size, so that a
  *    BatchBuilder can queue each part for the worker as soon as the records after it begin (kx_zstream),
@@ -56,10 +57,13 @@ static size_t kx_zstd_cut(size_t n)
     return n < KX_ZSTD_SPLIT_MIN ? n : n / 2;
 }
 /* A joined frame's pieces (kx_zstd_part_len, kx_zstd_piece_len; _codec._zstd_join_layout): parts of
-   KX_ZSTD_PART record bytes and more, up to kx_zstd_big(level) (KX_ZSTD_PART_MAX or half the level's
-   window), each compressed with the records before it, up to as many, as history */
+   KX_ZSTD_PART record bytes and more, up to kx_zstd_big(level) (one pass's window at the level), each
+   compressed with the records before it, up to as many, as history */
 #define KX_ZSTD_PART ((size_t)64 << 10)
-#define KX_ZSTD_PART_MAX ((size_t)1 << 20)
+/* a part's and a history's most, so that the two fit a window of 2^KX_ZSTD_WLOG_MAX, the largest a
+   decoder takes by default (ZSTD_WINDOWLOG_LIMIT_DEFAULT: 128 MiB) */
+#define KX_ZSTD_WLOG_MAX 27
+#define KX_ZSTD_BIG_MAX ((size_t)1 << (KX_ZSTD_WLOG_MAX - 1))
 #define KX_ZSTD_SIZE_UNKNOWN (0ULL - 1) /* ZSTD_CONTENTSIZE_UNKNOWN */
 #define KX_ZSTD_HEADER_ROOM ((size_t)32) /* room for a joined frame's header (ZSTD_FRAMEHEADERSIZE_MAX is 18) */
 
@@ -255,30 +259,32 @@ static int kx_zstd_joins(void)
    with, with neither a content size nor a checksum: the level's for keep + len bytes up to 128 KiB (as a
    one-pass compressor picks them for a payload that size), and past that the level's for a payload of
    unknown size (the tables of one pass over a large payload: smaller ones lose the history's matches to
-   the piece's own bytes), with the window cut down to keep + len.  They depend on where the piece starts
-   and ends alone, not on who compresses it, nor, for a part, on the payload's size: a builder queues
-   parts before it knows that. */
+   the piece's own bytes), with the window fitted to keep + len (up to twice one pass's).  They depend on
+   where the piece starts and ends alone, not on who compresses it, nor, for a part, on the payload's
+   size: a builder queues parts before it knows that. */
 static kx_zstd_params kx_zstd_join_params(size_t keep, size_t len, int level)
 {
     size_t size = keep + len;
     kx_zstd_params p = kx_zc.get_params(level, size <= KX_ZSTD_PART * 2 ? (unsigned long long)size : 0, 0);
     while (p.c.windowLog > 10 && ((size_t)1 << (p.c.windowLog - 1)) >= size)
         p.c.windowLog--;
+    while (p.c.windowLog < KX_ZSTD_WLOG_MAX && ((size_t)1 << p.c.windowLog) < size)
+        p.c.windowLog++;
     p.content_size_flag = 0;
     p.checksum_flag = 0;
     p.no_dict_id_flag = 1;
     return p;
 }
 
-/* The longest part and history at ``level``: KX_ZSTD_PART_MAX, or half the level's largest window if
-   that is less (a piece and its history must fit in one window: see kx_zstd_part). */
+/* The longest part and history at ``level``: the window one pass over a large payload has at that level
+   (so that every byte of a piece reaches at least as far back as in one pass), up to KX_ZSTD_BIG_MAX. */
 static size_t kx_zstd_big(int level)
 {
-    size_t half;
+    size_t window;
     if (!kx_zstd_joins())
-        return KX_ZSTD_PART_MAX;
-    half = ((size_t)1 << kx_zc.get_params(level, 0, 0).c.windowLog) / 2;
-    return half < KX_ZSTD_PART ? KX_ZSTD_PART : half < KX_ZSTD_PART_MAX ? half : KX_ZSTD_PART_MAX;
+        return KX_ZSTD_BIG_MAX;
+    window = (size_t)1 << kx_zc.get_params(level, 0, 0).c.windowLog;
+    return window < KX_ZSTD_PART ? KX_ZSTD_PART : window < KX_ZSTD_BIG_MAX ? window : KX_ZSTD_BIG_MAX;
 }
 
 /* A piece's window log (kx_zstd_join_params). */
@@ -304,7 +310,7 @@ static long long kx_zstd_part(void *dst, size_t cap, const unsigned char *at, si
     if (cctx == NULL)
         return -2;
     /* libzstd lets matches reach anywhere in the history it is given, the decoder only a window back: keep
-       history and part within one window (a level's largest window may be smaller than both) */
+       history and part within one window (a guard: kx_zstd_join_params fits the window to both) */
     if (len >= window)
         keep = 0;
     else if (keep > window - len)
@@ -377,26 +383,16 @@ static void kx_dw_unlink(kx_zjob *j)
 }
 
 /* (under kx_dw.mu) */
-static void kx_dw_push(kx_zjob *j, int front)
+static void kx_dw_push(kx_zjob *j)
 {
     j->state = KX_JOB_QUEUED;
-    if (front) {
-        j->prev = NULL;
-        j->next = kx_dw.head;
-        if (kx_dw.head != NULL)
-            kx_dw.head->prev = j;
-        else
-            kx_dw.tail = j;
+    j->next = NULL;
+    j->prev = kx_dw.tail;
+    if (kx_dw.tail != NULL)
+        kx_dw.tail->next = j;
+    else
         kx_dw.head = j;
-    } else {
-        j->next = NULL;
-        j->prev = kx_dw.tail;
-        if (kx_dw.tail != NULL)
-            kx_dw.tail->next = j;
-        else
-            kx_dw.head = j;
-        kx_dw.tail = j;
-    }
+    kx_dw.tail = j;
 }
 
 static void *kx_dw_main(void *unused)
@@ -472,7 +468,7 @@ static void kx_dw_post(kx_zjob *j)
         }
     }
     if (kx_dw.started == 1) {
-        kx_dw_push(j, 0);
+        kx_dw_push(j);
         pthread_cond_signal(&kx_dw.job);
     }
     pthread_mutex_unlock(&kx_dw.mu);
@@ -565,7 +561,7 @@ static int kx_zstd_part_wlog(size_t keep, size_t len, int level)
     (void)keep; (void)len; (void)level;
     return 0;
 }
-static size_t kx_zstd_big(int level) { (void)level; return KX_ZSTD_PART_MAX; }
+static size_t kx_zstd_big(int level) { (void)level; return KX_ZSTD_BIG_MAX; }
 static void kx_dw_post(kx_zjob *j) { (void)j; }
 static int kx_dw_done(kx_zjob *j) { (void)j; return 0; }
 static long long kx_dw_take(kx_zjob *j) { (void)j; return -2; }
@@ -584,7 +580,7 @@ static int kx_zstd_cuts(size_t n, int frames)
 
 /* The length of the part of a joined frame that starts at record byte s, a part's start: KX_ZSTD_PART for
    the first, then as long as all the records before it, up to ``big`` (kx_zstd_big: 0, 64 KiB, 128 KiB,
-   256 KiB, ... 1 MiB, 2 MiB, 3 MiB, ... at level 3), so that a part's history (all the records before it,
+   256 KiB, ... 1 MiB, 2 MiB, 4 MiB, 6 MiB, ... at level 3), so that a part's history (all the records before it,
    up to ``big``) costs no more to index, all parts taken, than the records once. */
 static size_t kx_zstd_part_len(size_t s, size_t big)
 {

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import enum
+import random
 import struct
+import threading
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -626,3 +629,43 @@ def test_header_key_that_utf8_cannot_encode_is_an_invalid_append(codec):
     b.append(b"v", timestamp=1, headers=[("k\udcff", b"x")])
     (r,) = codec.decode_records(b.build())
     assert r.headers == (("k\udcff", b"x"),)
+
+
+def test_a_builder_is_not_reinitialised_while_another_thread_builds_it(codec):
+    """build() compresses the records without the GIL (the compiled builder straight from its buffer, which
+    a second __init__ and appends would move or free under it); __init__ meanwhile raises RuntimeError, and
+    the build returns the batch of the records it was given.  The payload is doubled until the build is
+    still running when the main thread tries (level 19 takes seconds a few megabytes)."""
+    rnd = random.Random(7)
+    for size in (1, 2, 4, 8, 16):
+        values = [rnd.randbytes(1024).hex().encode() for _ in range(size * 512)]  # size MB
+        b = codec.BatchBuilder(compression="zstd", compression_level=19)
+        for v in values:
+            b.append(v, timestamp=1)
+        started, got = threading.Event(), {}
+
+        def build():
+            started.set()
+            got["out"] = b.build()
+
+        t = threading.Thread(target=build)
+        t.start()
+        started.wait()
+        time.sleep(0.2)
+        running = t.is_alive()
+        try:
+            b.__init__(compression="none")
+        except RuntimeError as e:
+            assert "build() runs on another thread" in str(e)
+            refused = True
+        else:
+            refused = False
+        t.join()
+        if refused:
+            assert [r.value for r in codec.decode_records(got["out"])] == values
+            b.__init__(compression="none")  # and once built, it may be used again
+            b.append(b"x")
+            assert [r.value for r in codec.decode_records(b.build())] == [b"x"]
+            return
+        assert not running  # the build was over: try a larger one
+    pytest.fail("a 16 MB build at level 19 ended within 0.2 s")

@@ -167,7 +167,8 @@ class BatchBuilder:
     ``compression_level`` outside the codec's KIP-390 range (gzip 1..9 or -1, lz4 1..17, zstd
     -131072..22; none and snappy ignore it), TypeError for a level that is not an integer, and for
     ``log_append_time`` the int64 rule of :meth:`append`'s timestamp; ``zstd_frames`` other than 1 or 2
-    is a ValueError (TypeError if it is not an integer).
+    is a ValueError (TypeError if it is not an integer).  A builder may be initialised again to build
+    another batch, but not while ``build()`` runs on another thread (RuntimeError).
 
     The compiled builder compresses a large zstd payload in pieces on two cores, some on a worker thread,
     where the process may use two CPUs.  By default (``zstd_frames=1``) a payload of more than 64 KiB of

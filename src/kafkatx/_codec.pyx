@@ -30,7 +30,7 @@ import time
 
 from . import _control, _legacy
 from . import compression as _compression
-from ._common import (ARROW_COLUMNS, BUILT, TIMESTAMP_TYPE_BITS, RecordList, RecordSummary, arrow_schema,
+from ._common import (ARROW_COLUMNS, BUILDING_ERROR, BUILT, TIMESTAMP_TYPE_BITS, RecordList, RecordSummary, arrow_schema,
                       bytes_error, check_builder_args, check_offsets_fit, check_records_per_batch, column_names,
                       encode_table, header_key_bytes, i64, illegal_offset, int64_arg, isolation_flag,
                       new_aborted_pairs, one_array, summary_of, timestamp_type_bits)
@@ -2409,6 +2409,7 @@ cdef class BatchBuilder:
     cdef int64_t _max_ts
     cdef kx_zstream *_zs  # the parts of a joined zstd frame queued while appending (_feed)
     cdef Py_ssize_t _zs_next  # _len past which _feed queues a part; PY_SSIZE_T_MAX: it never does
+    cdef int _building  # build() calls compressing the buffer without the GIL: __init__ may not move it
 
     def __cinit__(self):
         self._buf = NULL
@@ -2417,6 +2418,8 @@ cdef class BatchBuilder:
     def __init__(self, *, base_offset=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, transactional=False,
                  compression="none", compression_level=None, timestamp_type="create_time", partition_leader_epoch=-1,
                  log_append_time=None, delete_horizon_ms=None, zstd_frames=1):
+        if self._building:
+            raise RuntimeError(BUILDING_ERROR)
         # the parts queued for the batch before go (first: the arguments below may raise)
         kx_zstream_free(self._zs)
         self._zs = NULL
@@ -2607,10 +2610,12 @@ cdef class BatchBuilder:
             # once, compresses them anew: the same bytes), freed when it is done with them
             zs = self._zs
             self._zs = NULL
+            self._building += 1
             try:
                 out = _compressed_batch(self._cid, self._buf + RECORD_BATCH_OVERHEAD,
                                         self._len - RECORD_BATCH_OVERHEAD, self._level, self._frames, zs)
             finally:
+                self._building -= 1
                 kx_zstream_free(zs)
             plen = len(out) - RECORD_BATCH_OVERHEAD
             if plen + RECORD_BATCH_OVERHEAD - LOG_OVERHEAD > INT32_MAX_:

@@ -17,6 +17,7 @@ from ._common import (
     ARROW_COLUMNS,
     BUILT,
     INT64_MAX,
+    BUILDING_ERROR,
     INT64_MIN,
     RecordList,
     RecordSummary,
@@ -970,7 +971,8 @@ class BatchBuilder:
 
     __slots__ = ("_base_offset", "_producer_id", "_producer_epoch", "_base_sequence", "_transactional",
                  "_partition_leader_epoch", "_log_append_time", "_delete_horizon_ms", "_cid", "_level", "_frames",
-                 "_ts_type", "_records", "_count", "_last_offset", "_first_ts", "_max_ts", "_built")  # fmt: skip
+                 "_ts_type", "_records", "_count", "_last_offset", "_first_ts", "_max_ts", "_built",
+                 "_building")  # fmt: skip
 
     def __init__(
         self,
@@ -988,6 +990,9 @@ class BatchBuilder:
         delete_horizon_ms=None,
         zstd_frames: int = 1,
     ):
+        if getattr(self, "_building", 0):
+            raise RuntimeError(BUILDING_ERROR)
+        self._building = 0
         base_offset, producer_id, producer_epoch, base_sequence, partition_leader_epoch, delete_horizon_ms = (
             check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional,
                                partition_leader_epoch, delete_horizon_ms)
@@ -1112,6 +1117,13 @@ class BatchBuilder:
         self._built = True
         if not self._count:
             return b""
+        self._building += 1
+        try:
+            return self._build()
+        finally:
+            self._building -= 1
+
+    def _build(self) -> bytes:
         payload = (self._records if self._cid == 0 else
                    _compression.compress(self._cid, self._records, self._level, self._frames))
         return _write_batch(

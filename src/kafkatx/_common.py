@@ -189,6 +189,11 @@ def timestamp_type_bits(timestamp_type) -> int:
         ) from None
 
 
+# a builder's __init__ while a build() of it on another thread is still reading its records: refused, the
+# records and header fields being that build's (the compiled one compresses them without the GIL)
+BUILDING_ERROR = "BatchBuilder.__init__ while build() runs on another thread"
+
+
 def check_builder_args(base_offset, producer_id, producer_epoch, base_sequence, transactional, leader_epoch,
                        delete_horizon_ms) -> tuple:  # fmt: skip
     """MemoryRecordsBuilder's and the broker's rules for a producer batch's header fields; returns them as

@@ -462,6 +462,59 @@ def test_read_ahead_covers_the_read(built, monkeypatch):
     assert firsts == order
 
 
+def test_a_read_in_one_piece_scans_later_segments_from_the_last_back(built, codec, tmp_path, monkeypatch):
+    """With the read-ahead thread running (forced on here), read_table scans the batch headers of the
+    segments after the first from the last one back, so that it and the read-ahead (which maps pages in
+    from the first segment on) meet in the middle; the tables equal chunked reads (which scan in order).
+    Two segments damaged: the error names the earlier one, where a read in order meets damage first."""
+    from kafkatx.log import reader
+
+    copy = _copy(built, tmp_path)
+    want = {}
+    with open_partition(copy, codec=codec) as p:
+        for iso in ISOLATIONS:
+            want[iso] = p.read_table(isolation=iso, chunk_bytes=1 << 20)
+    monkeypatch.setattr(reader, "PREFETCH_MIN_BYTES", 0)
+    scanned = []
+    scan_from = reader.Segment._scan_from
+
+    def spying(self, position, verify_crc=None):
+        scanned.append((self.base_offset, position, verify_crc))
+        return scan_from(self, position, verify_crc)
+
+    monkeypatch.setattr(reader.Segment, "_scan_from", spying)
+    threaded = codec.BACKEND == "cython"  # (the twin cannot populate: its thread may have ended already)
+    for iso in ISOLATIONS:
+        with open_partition(copy, codec=codec) as p:
+            bases = [s.base_offset for s in p.segments]
+            assert len(bases) == 3
+            scanned.clear()
+            got = p.read_table(isolation=iso)
+            assert got.equals(want[iso])
+            # each segment's headers scanned once (besides the last one's tail, found at open from its .index
+            # entry); with the thread running, the later ones last to first
+            fresh = [b for b, pos, crc in scanned if crc is False and pos == 0]
+            assert sorted(fresh) == sorted(set(fresh))
+            if threaded and iso == "read_uncommitted":  # (read_committed: its LSO, found before the read
+                assert fresh == [bases[2], bases[1], bases[0]]  # starts, replays these segments in order)
+    logs = {}
+    for seg in (1, 2):
+        data_batches = [b for b in built.batches if b.segment == seg and b.kind == "data"]
+        batch = data_batches[len(data_batches) // 2]
+        logs[seg] = os.path.join(copy, os.path.basename(built.seg_path(seg)))
+        data = bytearray(pathlib.Path(logs[seg]).read_bytes())
+        data[batch.position + 7] ^= 0x5A  # its base offset: the header scan sees the offsets break
+        pathlib.Path(logs[seg]).write_bytes(data)
+    for iso in ISOLATIONS:
+        scanned.clear()
+        with open_partition(copy, codec=codec) as p:
+            with pytest.raises(CorruptSegmentError) as ei:
+                p.read_table(isolation=iso)
+        assert ei.value.file == logs[1], str(ei.value)
+        if threaded and iso == "read_uncommitted":
+            assert [b for b, pos, crc in scanned if crc is False and pos == 0][:2] == [bases[2], bases[1]]
+
+
 def test_read_ahead_stops_with_an_abandoned_read(built, codec, monkeypatch):
     """A read dropped half-way, or its partition closed under it, ends its read-ahead thread (nothing hangs,
     nothing is raised, no thread is left behind)."""

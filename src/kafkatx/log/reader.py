@@ -1390,7 +1390,8 @@ class Partition:
             # are collected (a replay of batch headers when .txnindex files are missing), as far as it gets
             prefetch = self._early_prefetch(start, upper)
         try:
-            if prefetch is not None and prefetch.running:
+            if prefetch is not None and format == "arrow" and prefetch.running:
+                # (records are yielded as their segments are met: a reader may stop before the last one)
                 LogRead._headers_from_the_end(self._segments_between(start, upper))
             aborted = []
             if isolation == "read_committed" and start < upper:

@@ -799,11 +799,22 @@ class _Prefetcher:
             if not populate(batch):
                 return  # this codec cannot populate pages: nothing to gain
 
-    @property
-    def running(self) -> bool:
-        """The thread is mapping pages in (started, and not ended by a codec that cannot)."""
+    def scan_headers_back(self):
+        """For a read decoded in one piece, which scans the batch headers of all its segments (for the
+        transaction replay, then for the read) before it decodes any, while this thread maps their pages in
+        from the first segment on: scanned in order, the headers (a batch every few KiB) soon catch up with
+        the thread, and the reading thread takes most of the page faults itself; scanned here from the last
+        segment back, the two threads meet in the middle.  Nothing to gain if the thread is not running.
+        The headers are cached (Segment.headers) for the scans in order, which also meet any damage found
+        here where a read in order meets it, and raise there."""
         t = self._thread
-        return t is not None and t.is_alive()
+        if t is None or not t.is_alive():
+            return
+        for seg in reversed(self._segs[1:]):
+            try:
+                seg.headers()
+            except KafkaTxError:
+                continue
 
     def close(self):
         with self._cond:
@@ -899,21 +910,6 @@ class LogRead:
         if self.format != "batches":
             if filt.next_offset is not None and filt.next_offset > self.next_offset:
                 self.next_offset = filt.next_offset
-
-    @staticmethod
-    def _headers_from_the_end(segs):
-        """A read decoded in one piece scans the batch headers of all its segments (for the transaction
-        replay, then for the read) before it decodes any, while the read-ahead thread maps their pages in
-        from the first segment on.  Scanned in order, the headers (a batch every few KiB) soon catch up
-        with the read-ahead, and this thread takes most of the page faults itself; scanned from the last
-        segment back, the two threads meet in the middle.  The headers are cached (Segment.headers) for
-        the scans in order, which also meet any damage found here where a read in order meets it, and
-        raise there."""
-        for seg in reversed(segs[1:]):
-            try:
-                seg.headers()
-            except KafkaTxError:
-                continue
 
     def _segments_loop(self, segs, filt, start, upper, first):
         for i, seg in enumerate(segs):
@@ -1390,9 +1386,9 @@ class Partition:
             # are collected (a replay of batch headers when .txnindex files are missing), as far as it gets
             prefetch = self._early_prefetch(start, upper)
         try:
-            if prefetch is not None and format == "arrow" and prefetch.running:
-                # (records are yielded as their segments are met: a reader may stop before the last one)
-                LogRead._headers_from_the_end(self._segments_between(start, upper))
+            if prefetch is not None and format == "arrow":
+                # (not records: they are yielded as their segments are met, and a reader may stop before the last)
+                prefetch.scan_headers_back()
             aborted = []
             if isolation == "read_committed" and start < upper:
                 aborted = self.aborted_transactions(start, upper, source=aborted_source)

@@ -106,8 +106,10 @@ def batches(n: int = N_RECORDS, per_batch: int = BATCH_RECORDS):
 
 
 # ------------------------------------------------------------------------------------------ builders
-def encode_kafkatx(kx, codec: str, n: int, per_batch: int = BATCH_RECORDS, zstd_frames: int = 1) -> list:
-    """Batches built by ``kx.BatchBuilder`` (``kx`` = the kafkatx package or one of its backend modules)."""
+def encode_kafkatx(kx, codec: str, n: int, per_batch: int = BATCH_RECORDS, zstd_frames: int = 1,
+                   clock: bool = False) -> list:
+    """Batches built by ``kx.BatchBuilder`` (``kx`` = the kafkatx package or one of its backend modules);
+    ``clock``: the records appended without a timestamp (each takes the time of its append)."""
     keys, values, ts = records(n)
     out = []
     Builder = kx.BatchBuilder
@@ -115,39 +117,47 @@ def encode_kafkatx(kx, codec: str, n: int, per_batch: int = BATCH_RECORDS, zstd_
         bb = Builder(base_offset=base, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                      transactional=True, compression=codec, zstd_frames=zstd_frames)  # fmt: skip
         append = bb.append
-        for i in range(start, stop):
-            append(values[i], keys[i], timestamp=ts[i])
+        if clock:
+            for i in range(start, stop):
+                append(values[i], keys[i])
+        else:
+            for i in range(start, stop):
+                append(values[i], keys[i], timestamp=ts[i])
         out.append(bb.build())
     return out
 
 
-def _encode_peer(builder_cls, codec: str, n: int, per_batch: int = BATCH_RECORDS) -> list:
+def _encode_peer(builder_cls, codec: str, n: int, per_batch: int = BATCH_RECORDS, clock: bool = False) -> list:
     """Batches built by a peer's ``DefaultRecordBatchBuilder`` (aiokafka and kafka-python share its
-    signature; base offset 0, as a producer sends them)."""
+    signature; base offset 0, as a producer sends them); ``clock``: timestamp None (the time of the append)."""
     keys, values, ts = records(n)
     cid = CODEC_IDS[codec]
     out = []
     for _base, pid, epoch, seq, start, stop in batches(n, per_batch):
         bb = builder_cls(2, cid, 1, pid, epoch, seq, 1 << 30)
         append = bb.append
-        for i in range(start, stop):
-            append(i - start, ts[i], keys[i], values[i], [])
+        if clock:
+            for i in range(start, stop):
+                append(i - start, None, keys[i], values[i], [])
+        else:
+            for i in range(start, stop):
+                append(i - start, ts[i], keys[i], values[i], [])
         out.append(bb.build())
     return out
 
 
-def encode_aiokafka(codec: str, n: int, per_batch: int = BATCH_RECORDS) -> list:
+def encode_aiokafka(codec: str, n: int, per_batch: int = BATCH_RECORDS, clock: bool = False) -> list:
     """Batches built by aiokafka's ``DefaultRecordBatchBuilder``."""
     from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-    return _encode_peer(DefaultRecordBatchBuilder, codec, n, per_batch)
+    return _encode_peer(DefaultRecordBatchBuilder, codec, n, per_batch, clock)
 
 
-def encode_kafka_python(codec: str, n: int, per_batch: int = BATCH_RECORDS) -> list:
+def encode_kafka_python(codec: str, n: int, per_batch: int = BATCH_RECORDS, clock: bool = False) -> list:
     """Batches built by kafka-python's ``DefaultRecordBatchBuilder``."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    return _encode_peer(DefaultRecordBatchBuilder, codec, n, per_batch)
+    return _encode_peer(DefaultRecordBatchBuilder, codec, n, per_batch, clock)
 
 
 def with_base_offsets(parts: list, n: int, per_batch: int = BATCH_RECORDS) -> bytes:

@@ -450,6 +450,44 @@ def _(ctx):
     return _encode_row(ctx, "encode", "encode (BatchBuilder)", "none")
 
 
+@row("encode_clock")
+def _(ctx):
+    """As the encode row with no timestamps given, as a producer usually appends: each record takes the
+    wall clock at its append (Kafka's producer: System.currentTimeMillis())."""
+    kx = ctx.kx
+    n = ctx.n
+    keys, values, _ts = _data.records(n)
+    want = [(i, keys[i], values[i]) for i in range(n)]
+    since = time.time_ns() // 1_000_000
+
+    def check(lib, parts):
+        assert len(parts) == n // _data.BATCH_RECORDS, f"{lib}: {len(parts)} batches"
+        log = b"".join(parts) if lib == "kafkatx" else _data.with_base_offsets(parts, n)
+        got = kx.decode_records(log)
+        assert [(r.offset, r.key, r.value) for r in got] == want, f"{lib}: encoded records differ"
+        stamps = [r.timestamp for r in got]
+        assert since <= min(stamps) and max(stamps) <= time.time_ns() // 1_000_000, f"{lib}: not the clock's times"
+
+    return Row(
+        key="encode_clock",
+        name="encode, timestamps from the clock",
+        what=f"{n // _data.BATCH_RECORDS} transactional batches of 1000 records, no timestamp given: append + build",
+        records=n,
+        nbytes=len(_data.build_log("none", n)),
+        impls={
+            "kafkatx": lambda: _data.encode_kafkatx(kx, "none", n, clock=True),
+            "aiokafka": lambda: _data.encode_aiokafka("none", n, clock=True),
+            "kafka-python": lambda: _data.encode_kafka_python("none", n, clock=True),
+        },
+        check=check,
+        notes={
+            "kafkatx": "as the encode row, .append(value, key)",
+            "aiokafka": "as the encode row, .append(offset_delta, None, key, value, [])",
+            "kafka-python": "as the encode row, .append(offset_delta, None, key, value, [])",
+        },
+    )
+
+
 SMALL_BATCH_RECORDS = 1  # a producer with linger.ms=0 sends each record in a batch of its own
 
 

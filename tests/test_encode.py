@@ -549,6 +549,33 @@ def test_log_append_time_follows_the_int64_rule(codec):
     assert next(iter(codec.iter_batches(b.build()))).max_timestamp == 5
 
 
+def test_a_missing_timestamp_is_the_wall_clock_in_milliseconds(codec):
+    """As Kafka's producer takes System.currentTimeMillis(): a record appended without a timestamp, a
+    log-append-time builder without log_append_time, and encode_arrow without timestamps take the time of
+    the call in ms since the epoch (the compiled codec reads the clock in C, not through time.time())."""
+    import pyarrow as pa
+
+    def now_ms():
+        return time.time_ns() // 1_000_000
+
+    before = now_ms()
+    b = codec.BatchBuilder()
+    b.append(b"a")
+    b.append(b"b", timestamp=7)
+    b.append(b"c")
+    appended = [r.timestamp for r in codec.decode_records(b.build())]
+    stamped = codec.BatchBuilder(timestamp_type="log_append_time")
+    stamped.append(b"v", timestamp=1)
+    log_append = next(iter(codec.iter_batches(stamped.build()))).max_timestamp
+    table = codec.encode_arrow(pa.table({"value": [b"x", b"y"]}))
+    from_arrow = [r.timestamp for r in codec.decode_records(table)]
+    after = now_ms()
+    assert appended[1] == 7
+    for ts in appended[0::2] + [log_append] + from_arrow:
+        assert before <= ts <= after
+    assert appended[0] <= appended[2]
+
+
 def test_timestamp_deltas_wrap_as_java_longs():
     """A timestamp delta past int64 wraps (Java long arithmetic, as MemoryRecordsBuilder writes it): both
     backends write the same bytes, and both read back the timestamps written."""

@@ -12,6 +12,9 @@ cdef extern from "copy.h" nogil:
     void kx_prefetch(const void *p)
     int kx_is_ascii(const unsigned char *p, size_t n)
 
+cdef extern from "clock.h" nogil:
+    int64_t kx_now_ms()
+
 cdef extern from "populate.h" nogil:
     int kx_populate(const unsigned char *p, size_t n)
     long long kx_pread(int fd, unsigned char *buf, size_t n, long long offset)

@@ -2245,6 +2245,12 @@ cdef int _legacy_to_columns(RecordBatch b, _Columns cols, int64_t fetch_offset, 
 
 
 # -------------------------------------------------------------------------------------------- encode
+cdef inline int64_t _now_ms() except? -1:
+    """The wall clock in ms since the epoch (_c/clock.h; time.time() where the C library has no clock)."""
+    cdef int64_t now = kx_now_ms()
+    return now if now >= 0 else <int64_t>(time.time() * 1000)
+
+
 cdef inline int _get_bytes(object obj, const char **ptr, Py_ssize_t *n, Py_buffer *view, str what) except -1:
     """Borrow the bytes of ``obj`` (1 returned when a buffer view was taken and must be released)."""
     if PyBytes_CheckExact(obj):
@@ -2445,7 +2451,7 @@ cdef class BatchBuilder:
         if log_append_time is not None:
             log_append_time = int64_arg(log_append_time, "log_append_time")
         elif self._ts_type:
-            log_append_time = int(time.time() * 1000)
+            log_append_time = _now_ms()
         self.log_append_time = log_append_time
         self.delete_horizon_ms = delete_horizon_ms
         self._built = False
@@ -2543,7 +2549,7 @@ cdef class BatchBuilder:
         if delta > INT32_MAX_:
             raise InvalidAppendError(f"offset {off} is more than 2^31-1 past the base offset")
         if timestamp is None:
-            ts = <int64_t>(time.time() * 1000)
+            ts = _now_ms()
         else:
             ts = PyLong_AsLongLongAndOverflow(timestamp, &overflow) if type(timestamp) is int else 0
             if overflow or type(timestamp) is not int:
@@ -3167,7 +3173,7 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
     compression_level = _compression.check_level(cid, compression_level)
     cdef int frames = _compression.check_zstd_frames(zstd_frames)
     attributes = cid | timestamp_type_bits(timestamp_type) | (TRANSACTIONAL_FLAG_MASK if transactional else 0)
-    default_ts = int(time.time() * 1000) if timestamp is None else int64_arg(timestamp, "timestamp")
+    default_ts = _now_ms() if timestamp is None else int64_arg(timestamp, "timestamp")
     cdef Py_ssize_t per_batch = check_records_per_batch(records_per_batch)
     table, tcol, hcol = encode_table(table, header_rows=False)
     names = set(table.column_names)
@@ -3200,7 +3206,7 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
         # (fields by index: pyarrow 14 looks them up by position; struct_field keeps null structs null)
         _binary_array(pa, pc.struct_field(flat, [flat.type.get_field_index("key")]), "headers", &c.hk, keep)
         _binary_array(pa, pc.struct_field(flat, [flat.type.get_field_index("value")]), "headers", &c.hv, keep)
-    log_append_time = int(time.time() * 1000) if attributes & TIMESTAMP_TYPE_MASK else None
+    log_append_time = _now_ms() if attributes & TIMESTAMP_TYPE_MASK else None
     c.has_key = has_key
     c.has_ts = has_ts
     c.kv = kv

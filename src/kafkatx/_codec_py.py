@@ -1011,7 +1011,7 @@ class BatchBuilder:
         if log_append_time is not None:
             log_append_time = int64_arg(log_append_time, "log_append_time")
         elif self._ts_type:
-            log_append_time = int(time.time() * 1000)
+            log_append_time = time.time_ns() // 1_000_000
         self._log_append_time = log_append_time
         self._delete_horizon_ms = delete_horizon_ms
         self._records = bytearray()
@@ -1067,7 +1067,7 @@ class BatchBuilder:
         if delta > INT32_MAX:
             raise InvalidAppendError(f"offset {offset} is more than 2^31-1 past the base offset")
         if timestamp is None:
-            timestamp = int(time.time() * 1000)
+            timestamp = time.time_ns() // 1_000_000
         else:
             timestamp = int64_arg(timestamp, "timestamp")
             if timestamp < 0 and timestamp != -1:
@@ -1341,7 +1341,7 @@ def encode_arrow(table, *, records_per_batch=1000, base_offset=0, producer_id=-1
     compression_level = _compression.check_level(_compression.codec_id(compression), compression_level)
     _compression.check_zstd_frames(zstd_frames)
     timestamp_type_bits(timestamp_type)
-    default_ts = int(time.time() * 1000) if timestamp is None else int64_arg(timestamp, "timestamp")
+    default_ts = time.time_ns() // 1_000_000 if timestamp is None else int64_arg(timestamp, "timestamp")
     records_per_batch = check_records_per_batch(records_per_batch)
     table, tcol, header_rows = encode_table(table)
     names = set(table.column_names)

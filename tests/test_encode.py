@@ -658,6 +658,43 @@ def test_header_key_that_utf8_cannot_encode_is_an_invalid_append(codec):
     assert r.headers == (("k\udcff", b"x"),)
 
 
+def test_headers_in_any_accepted_form_write_the_same_record():
+    """The compiled builder writes headers passed as a list or tuple of (str or bytes key, bytes or None
+    value) tuples straight into the batch, and encodes any other form first: every form of the same headers
+    gives the bytes the pure-Python twin writes for them (null, empty and long values, non-ASCII and bytes
+    keys, a count past one varint byte)."""
+    cy, py = load_backend("cython"), load_backend("python")
+    many = [("h%d" % i, b"%d" % i) for i in range(70)]
+    cases = [
+        [("traceparent", b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")],
+        [("", b""), ("null", None), ("long", b"x" * 300), ("clé-ü", b"v"), (b"raw\xff", b"w")],
+        many,
+    ]
+    for headers in cases:
+        want = None
+        forms = [
+            lambda: list(headers),
+            lambda: tuple(headers),
+            lambda: iter(headers),
+            lambda: [list(h) for h in headers],
+            lambda: [(k, None if v is None else bytearray(v)) for k, v in headers],
+            lambda: [(k, None if v is None else memoryview(v)) for k, v in headers],
+        ]
+        for codec, form in [(py, forms[0])] + [(cy, f) for f in forms]:
+            b = codec.BatchBuilder(base_offset=5, producer_id=9, producer_epoch=1, base_sequence=0)
+            b.append(b"v1", b"k1", timestamp=1_700_000_000_000, headers=form())
+            b.append(b"v2", timestamp=1_700_000_000_001)
+            # a key or value that is not bytes (its buffer taken as the record is written)
+            b.append(bytearray(b"v3"), memoryview(b"k3"), timestamp=1_700_000_000_002, headers=form())
+            out = b.build()
+            want = out if want is None else want
+            assert out == want
+        (r, _, r3) = cy.decode_records(want)
+        assert r3.headers == r.headers
+        assert r.headers == tuple((k if isinstance(k, str) else k.decode("utf-8", "surrogateescape"), v)
+                                  for k, v in headers)  # fmt: skip
+
+
 def test_a_builder_is_not_reinitialised_while_another_thread_builds_it(codec):
     """build() compresses the records without the GIL (the compiled builder straight from its buffer, which
     a second __init__ and appends would move or free under it); __init__ meanwhile raises RuntimeError, and

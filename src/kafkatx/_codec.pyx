@@ -2519,6 +2519,7 @@ cdef class BatchBuilder:
     def append(self, value, key=None, *, timestamp=None, headers=(), offset=None):
         """Append one record; returns its offset."""
         cdef int64_t off, ts, ts_delta, delta
+        cdef Py_ssize_t w
         cdef const char *kp = NULL
         cdef const char *vp = NULL
         cdef Py_ssize_t kn = -1, vn = -1, body, hn = 0
@@ -2526,6 +2527,7 @@ cdef class BatchBuilder:
         cdef int kheld = 0, vheld = 0
         cdef int overflow = 0
         cdef bytes hbytes = None
+        cdef object plain = None
         if self._buf == NULL:
             raise InvalidAppendError("BatchBuilder was not initialised")
         if self._built:
@@ -2559,8 +2561,18 @@ cdef class BatchBuilder:
         if self._count == INT32_MAX_:
             raise InvalidAppendError("a batch holds at most 2^31-1 records")
         if headers:
-            hbytes = _encode_headers(headers)
-            hn = PyBytes_GET_SIZE(hbytes)
+            # the usual headers are written straight into the batch; any others encoded first.  A list is
+            # copied where taking the key's or the value's buffer may run Python code, which could change it
+            if type(headers) is tuple:
+                plain = headers
+            elif type(headers) is list:
+                plain = headers if ((key is None or PyBytes_CheckExact(key))
+                                    and (value is None or PyBytes_CheckExact(value))) else tuple(headers)
+            hn = _plain_headers_size(plain) if plain is not None else -1
+            if hn < 0:
+                plain = None
+                hbytes = _encode_headers(headers)
+                hn = PyBytes_GET_SIZE(hbytes)
         try:
             if key is not None:
                 kheld = _get_bytes(key, &kp, &kn, &kview, "key")
@@ -2571,9 +2583,14 @@ cdef class BatchBuilder:
             if body > INT32_MAX_:
                 raise InvalidAppendError("record larger than 2^31-1 bytes")
             self._reserve(body + 5)
-            self._len += write_record(self._buf + self._len, body, ts_delta, delta, <const uint8_t *>kp, kn,
-                                      <const uint8_t *>vp, vn,
-                                      <const uint8_t *>PyBytes_AS_STRING(hbytes) if hn else NULL, hn)
+            if plain is not None:
+                w = write_record_kv(self._buf + self._len, body, ts_delta, delta, <const uint8_t *>kp, kn,
+                                    <const uint8_t *>vp, vn)
+                self._len += w + _write_plain_headers(self._buf + self._len + w, plain)
+            else:
+                self._len += write_record(self._buf + self._len, body, ts_delta, delta, <const uint8_t *>kp, kn,
+                                          <const uint8_t *>vp, vn,
+                                          <const uint8_t *>PyBytes_AS_STRING(hbytes) if hn else NULL, hn)
         finally:
             if kheld:
                 PyBuffer_Release(&kview)
@@ -2651,6 +2668,76 @@ cdef void _write_header(uint8_t *o, int64_t base_offset, int32_t length, int32_t
     kx_store_be16(o + PRODUCER_EPOCH_OFFSET, <uint16_t>producer_epoch)
     kx_store_be32(o + BASE_SEQUENCE_OFFSET, <uint32_t>base_sequence)
     kx_store_be32(o + RECORDS_COUNT_OFFSET, <uint32_t>count)
+
+
+cdef extern from "Python.h":
+    # (declared here without Cython's error check: a key without a UTF-8 form goes to _encode_headers)
+    const char *_utf8_of "PyUnicode_AsUTF8AndSize"(object s, Py_ssize_t *size)
+    void PyErr_Clear()
+    PyObject **PySequence_Fast_ITEMS(object seq)
+    Py_ssize_t PySequence_Fast_GET_SIZE(object seq)
+
+
+cdef Py_ssize_t _plain_headers_size(object hs) except -2:
+    """The size of the headers section of the list or tuple ``hs`` (:func:`_write_plain_headers`) when
+    each header is a ``(key, value)`` tuple with a ``str`` key that has a UTF-8 form (most do: not a lone
+    surrogate) or a ``bytes`` key, and a ``bytes`` or None value, as producers pass them; else -1, for
+    _encode_headers, which takes any pair of buffers and names what is wrong.  The caller runs no Python
+    code between this and the write (a list could change): the tuples, str and bytes are immutable."""
+    cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(hs), total = varlong_size(count), n, i
+    cdef PyObject **items = PySequence_Fast_ITEMS(hs)
+    for i in range(count):
+        h = <object>items[i]
+        if type(h) is not tuple or len(<tuple>h) != 2:
+            return -1
+        k = (<tuple>h)[0]
+        v = (<tuple>h)[1]
+        if type(k) is str:
+            if _utf8_of(k, &n) == NULL:
+                PyErr_Clear()
+                return -1
+        elif type(k) is bytes:
+            n = PyBytes_GET_SIZE(k)
+        else:
+            return -1
+        total += varlong_size(n) + n
+        if v is None:
+            total += 1
+        elif type(v) is bytes:
+            n = PyBytes_GET_SIZE(v)
+            total += varlong_size(n) + n
+        else:
+            return -1
+    return total
+
+
+cdef Py_ssize_t _write_plain_headers(uint8_t *p, object hs) except -1:
+    """Write the headers section of ``hs``, checked by _plain_headers_size (the size it gave)."""
+    cdef uint8_t *start = p
+    cdef const char *kp
+    cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(hs), n, i
+    cdef PyObject **items = PySequence_Fast_ITEMS(hs)
+    p += wr_varlong(p, count)
+    for i in range(count):
+        h = <object>items[i]
+        k = (<tuple>h)[0]
+        v = (<tuple>h)[1]
+        if type(k) is str:
+            kp = _utf8_of(k, &n)  # (kept by the str since _plain_headers_size asked)
+        else:
+            kp = PyBytes_AS_STRING(k)
+            n = PyBytes_GET_SIZE(k)
+        p += wr_varlong(p, n)
+        kx_copy(p, <const unsigned char *>kp, <size_t>n)
+        p += n
+        if v is None:
+            p += wr_varlong(p, -1)
+        else:
+            n = PyBytes_GET_SIZE(v)
+            p += wr_varlong(p, n)
+            kx_copy(p, <const unsigned char *>PyBytes_AS_STRING(v), <size_t>n)
+            p += n
+    return p - start
 
 
 cdef bytes _encode_headers(object headers):

@@ -695,6 +695,33 @@ def test_headers_in_any_accepted_form_write_the_same_record():
                                   for k, v in headers)  # fmt: skip
 
 
+def test_header_keys_decode_alike_as_they_change_from_record_to_record():
+    """The compiled decoder reuses the str of a header key equal to the one an earlier record of the batch
+    had at the same position: keys that change position, length or content, non-ASCII keys, keys that are
+    not UTF-8, empty keys and positions past the ones it keeps decode as the pure-Python twin decodes them."""
+    cy, py = load_backend("cython"), load_backend("python")
+    rows = [
+        [("a", b"1"), ("b", b"2")],
+        [("b", b"3"), ("a", None)],
+        [("a", b"4"), ("b", b"5")],
+        [("ab", b"6"), ("", b"")],
+        [("clé", b"7"), ("a", b"8")],
+        [("clé", b"9"), ("a\udcff", b"10")],
+        [("b", b"11")],
+        [("h%d" % i, b"%d" % i) for i in range(12)],
+        [("h%d" % (11 - i), b"%d" % i) for i in range(12)],
+        [("a", b"12"), ("b", b"13")],
+    ]
+    b = py.BatchBuilder()
+    for i, headers in enumerate(rows):
+        b.append(b"v%d" % i, timestamp=1, headers=headers)
+    batch = b.build()
+    got = [r.headers for r in cy.decode_records(batch)]
+    assert got == [r.headers for r in py.decode_records(batch)]
+    assert got == [tuple(h) for h in rows]
+    assert got[0][0][0] is got[2][0][0] is got[9][0][0]  # the same str, decoded once
+
+
 def test_a_builder_is_not_reinitialised_while_another_thread_builds_it(codec):
     """build() compresses the records without the GIL (the compiled builder straight from its buffer, which
     a second __init__ and appends would move or free under it); __init__ meanwhile raises RuntimeError, and

@@ -19,7 +19,7 @@ from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport (INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
                           uint32_t, uint64_t)
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 from libc.stdlib cimport malloc, realloc, free
 
 import array
@@ -51,6 +51,14 @@ cdef extern from "Python.h":
     int _PyBytes_Resize(PyObject **string, Py_ssize_t newsize) except -1
     int PyBUF_READ
     bint PyBytes_CheckExact(object o)
+    # (declared here without Cython's error check: a key without a UTF-8 form goes to _encode_headers)
+    const char *_utf8_of "PyUnicode_AsUTF8AndSize"(object s, Py_ssize_t *size)
+    void PyErr_Clear()
+    PyObject **PySequence_Fast_ITEMS(object seq)
+    Py_ssize_t PySequence_Fast_GET_SIZE(object seq)
+    bint PyUnicode_IS_ASCII(object s)
+    Py_ssize_t PyUnicode_GET_LENGTH(object s)
+    void *PyUnicode_DATA(object s)
 
 BACKEND = "cython"
 
@@ -740,13 +748,23 @@ cdef class Record:
 cdef object _surrogateescape = "surrogateescape"
 
 
-cdef int _walk_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend, Py_ssize_t base, int64_t boff,
-                       int32_t hcount, object hs, _Columns cols) except -1:
-    """Read ``hcount`` headers (validating them); add each to ``hs`` (a list) and/or ``cols`` if given."""
+# how many header positions a batch's decoder keeps its records' header keys for (_walk_headers' ``seen``)
+cdef enum:
+    SEEN_KEYS = 8
+
+
+cdef tuple _walk_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend, Py_ssize_t base, int64_t boff,
+                         int32_t hcount, list seen):
+    """The ``hcount`` headers at ``pos`` (validated) as a tuple of ``(key, value)`` pairs.  ``seen`` holds
+    the ASCII keys the batch's records had at each of the first positions (None where one was not ASCII):
+    a key equal to the one seen at its position is that str again (producers send the same header names in
+    the same order), which saves decoding it and the memory of another str."""
     cdef int32_t i
     cdef int32_t hklen = 0, hvlen = 0
     cdef Py_ssize_t p, kpos
-    cdef object hval
+    cdef object hval, key, known
+    cdef tuple out = PyTuple_New(hcount)
+    cdef tuple pair
     for i in range(hcount):
         rd_varint(buf, pos, rend, base, boff, &hklen)
         p = pos[0]
@@ -762,12 +780,25 @@ cdef int _walk_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend, Py_
             if hvlen > rend - p:
                 _invalid("header value runs past the record", base + p, boff)
             pos[0] = p + hvlen
-        if hs is not None:
-            hval = PyBytes_FromStringAndSize(<const char *>buf + p, hvlen) if hvlen >= 0 else None
-            PyList_Append(hs, (PyUnicode_DecodeUTF8(<const char *>buf + kpos, hklen, "surrogateescape"), hval))
-        if cols is not None:
-            cols.add_header(buf + kpos, hklen, buf + p, hvlen)
-    return 0
+        key = None
+        if i < len(seen):
+            known = seen[i]
+            if (known is not None and PyUnicode_GET_LENGTH(known) == hklen
+                    and memcmp(PyUnicode_DATA(known), buf + kpos, <size_t>hklen) == 0):
+                key = known
+        if key is None:
+            key = PyUnicode_DecodeUTF8(<const char *>buf + kpos, hklen, "surrogateescape")
+            if i < SEEN_KEYS:
+                known = key if PyUnicode_IS_ASCII(key) else None
+                if i < len(seen):
+                    seen[i] = known
+                else:
+                    seen.append(known)
+        hval = PyBytes_FromStringAndSize(<const char *>buf + p, hvlen) if hvlen >= 0 else None
+        pair = (key, hval)
+        Py_INCREF(pair)
+        PyTuple_SET_ITEM(out, i, pair)
+    return out
 
 
 cdef int _headers_to_columns(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t rend, Py_ssize_t base, int64_t boff,
@@ -990,7 +1021,7 @@ cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
     cdef RecView rv
     cdef kx_rec_error err
     cdef Record r
-    cdef list hs
+    cdef list seen = None
     if cols is not None:
         if end - pos >= NOGIL_THRESHOLD:
             with nogil:
@@ -1019,10 +1050,10 @@ cdef int decode_v2_records(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, P
         r.key = PyBytes_FromStringAndSize(<const char *>rv.key, rv.klen) if rv.klen >= 0 else None
         r.value = PyBytes_FromStringAndSize(<const char *>rv.value, rv.vlen) if rv.vlen >= 0 else None
         if rv.hcount:
-            hs = []
+            if seen is None:
+                seen = []
             hp = rv.hpos
-            _walk_headers(buf, &hp, rv.rend, base, boff, rv.hcount, hs, None)
-            r.headers = tuple(hs)
+            r.headers = _walk_headers(buf, &hp, rv.rend, base, boff, rv.hcount, seen)
         else:
             r.headers = ()
         r.sequence = seq
@@ -2668,14 +2699,6 @@ cdef void _write_header(uint8_t *o, int64_t base_offset, int32_t length, int32_t
     kx_store_be16(o + PRODUCER_EPOCH_OFFSET, <uint16_t>producer_epoch)
     kx_store_be32(o + BASE_SEQUENCE_OFFSET, <uint32_t>base_sequence)
     kx_store_be32(o + RECORDS_COUNT_OFFSET, <uint32_t>count)
-
-
-cdef extern from "Python.h":
-    # (declared here without Cython's error check: a key without a UTF-8 form goes to _encode_headers)
-    const char *_utf8_of "PyUnicode_AsUTF8AndSize"(object s, Py_ssize_t *size)
-    void PyErr_Clear()
-    PyObject **PySequence_Fast_ITEMS(object seq)
-    Py_ssize_t PySequence_Fast_GET_SIZE(object seq)
 
 
 cdef Py_ssize_t _plain_headers_size(object hs) except -2:

@@ -107,9 +107,10 @@ def batches(n: int = N_RECORDS, per_batch: int = BATCH_RECORDS):
 
 # ------------------------------------------------------------------------------------------ builders
 def encode_kafkatx(kx, codec: str, n: int, per_batch: int = BATCH_RECORDS, zstd_frames: int = 1,
-                   clock: bool = False) -> list:
+                   clock: bool = False, headers: list | None = None) -> list:
     """Batches built by ``kx.BatchBuilder`` (``kx`` = the kafkatx package or one of its backend modules);
-    ``clock``: the records appended without a timestamp (each takes the time of its append)."""
+    ``clock``: the records appended without a timestamp (each takes the time of its append); ``headers``:
+    each record's headers (a list per record)."""
     keys, values, ts = records(n)
     out = []
     Builder = kx.BatchBuilder
@@ -120,6 +121,9 @@ def encode_kafkatx(kx, codec: str, n: int, per_batch: int = BATCH_RECORDS, zstd_
         if clock:
             for i in range(start, stop):
                 append(values[i], keys[i])
+        elif headers is not None:
+            for i in range(start, stop):
+                append(values[i], keys[i], timestamp=ts[i], headers=headers[i])
         else:
             for i in range(start, stop):
                 append(values[i], keys[i], timestamp=ts[i])
@@ -127,9 +131,10 @@ def encode_kafkatx(kx, codec: str, n: int, per_batch: int = BATCH_RECORDS, zstd_
     return out
 
 
-def _encode_peer(builder_cls, codec: str, n: int, per_batch: int = BATCH_RECORDS, clock: bool = False) -> list:
+def _encode_peer(builder_cls, codec: str, n: int, per_batch: int = BATCH_RECORDS, clock: bool = False,
+                 headers: list | None = None) -> list:
     """Batches built by a peer's ``DefaultRecordBatchBuilder`` (aiokafka and kafka-python share its
-    signature; base offset 0, as a producer sends them); ``clock``: timestamp None (the time of the append)."""
+    signature; base offset 0, as a producer sends them); ``clock`` and ``headers`` as in encode_kafkatx."""
     keys, values, ts = records(n)
     cid = CODEC_IDS[codec]
     out = []
@@ -139,6 +144,9 @@ def _encode_peer(builder_cls, codec: str, n: int, per_batch: int = BATCH_RECORDS
         if clock:
             for i in range(start, stop):
                 append(i - start, None, keys[i], values[i], [])
+        elif headers is not None:
+            for i in range(start, stop):
+                append(i - start, ts[i], keys[i], values[i], headers[i])
         else:
             for i in range(start, stop):
                 append(i - start, ts[i], keys[i], values[i], [])
@@ -146,18 +154,20 @@ def _encode_peer(builder_cls, codec: str, n: int, per_batch: int = BATCH_RECORDS
     return out
 
 
-def encode_aiokafka(codec: str, n: int, per_batch: int = BATCH_RECORDS, clock: bool = False) -> list:
+def encode_aiokafka(codec: str, n: int, per_batch: int = BATCH_RECORDS, clock: bool = False,
+                    headers: list | None = None) -> list:
     """Batches built by aiokafka's ``DefaultRecordBatchBuilder``."""
     from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-    return _encode_peer(DefaultRecordBatchBuilder, codec, n, per_batch, clock)
+    return _encode_peer(DefaultRecordBatchBuilder, codec, n, per_batch, clock, headers)
 
 
-def encode_kafka_python(codec: str, n: int, per_batch: int = BATCH_RECORDS, clock: bool = False) -> list:
+def encode_kafka_python(codec: str, n: int, per_batch: int = BATCH_RECORDS, clock: bool = False,
+                        headers: list | None = None) -> list:
     """Batches built by kafka-python's ``DefaultRecordBatchBuilder``."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    return _encode_peer(DefaultRecordBatchBuilder, codec, n, per_batch, clock)
+    return _encode_peer(DefaultRecordBatchBuilder, codec, n, per_batch, clock, headers)
 
 
 def with_base_offsets(parts: list, n: int, per_batch: int = BATCH_RECORDS) -> bytes:

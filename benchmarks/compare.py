@@ -498,35 +498,11 @@ def _(ctx):
     trace = [[("traceparent", b"00-%032x-%016x-01" % (i * 7919 + 1, i + 1))] for i in range(n)]
     want = [(i, ts[i], keys[i], values[i], tuple(trace[i])) for i in range(n)]
 
-    def kafkatx_encode():
-        out = []
-        for base, pid, epoch, seq, start, stop in _data.batches(n):
-            bb = kx.BatchBuilder(base_offset=base, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                                 transactional=True)  # fmt: skip
-            append = bb.append
-            for i in range(start, stop):
-                append(values[i], keys[i], timestamp=ts[i], headers=trace[i])
-            out.append(bb.build())
-        return out
-
-    def peer_encode(builder_cls):
-        out = []
-        for _base, pid, epoch, seq, start, stop in _data.batches(n):
-            bb = builder_cls(2, 0, 1, pid, epoch, seq, 1 << 30)
-            append = bb.append
-            for i in range(start, stop):
-                append(i - start, ts[i], keys[i], values[i], trace[i])
-            out.append(bb.build())
-        return out
-
     def check(lib, parts):
         assert len(parts) == n // _data.BATCH_RECORDS, f"{lib}: {len(parts)} batches"
         log = b"".join(parts) if lib == "kafkatx" else _data.with_base_offsets(parts, n)
         got = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in kx.decode_records(log)]
         assert got == want, f"{lib}: encoded records differ"
-
-    from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuilder
-    from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 
     return Row(
         key="encode_headers",
@@ -534,11 +510,11 @@ def _(ctx):
         what=f"{n // _data.BATCH_RECORDS} transactional batches of 1000 records, each with a 55-byte traceparent "
         "header: append + build",
         records=n,
-        nbytes=sum(map(len, kafkatx_encode())),
+        nbytes=sum(map(len, _data.encode_kafkatx(kx, "none", n, headers=trace))),
         impls={
-            "kafkatx": kafkatx_encode,
-            "aiokafka": lambda: peer_encode(AioBuilder),
-            "kafka-python": lambda: peer_encode(KpBuilder),
+            "kafkatx": lambda: _data.encode_kafkatx(kx, "none", n, headers=trace),
+            "aiokafka": lambda: _data.encode_aiokafka("none", n, headers=trace),
+            "kafka-python": lambda: _data.encode_kafka_python("none", n, headers=trace),
         },
         check=check,
         notes={

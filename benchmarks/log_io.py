@@ -20,8 +20,9 @@ timed runs, implementations interleaved, median reported, ``gc.collect()`` befor
   page cache is dropped and the reader reads it back from disk (:func:`cache_as_read_from_disk`), the
   state a kafkatx read of a directory on disk (a broker's, a backup, tiered segments) leaves: its
   segment maps ask for huge pages, so the kernel caches the segments in 2 MiB folios (``--cache
-  as-written`` keeps the cache as it is: right after ``generate()`` the pages are cached as the writer
-  appended them, in small folios).  ``generate()``'s default segments are a sixteenth of a partition's
+  as-written`` keeps the cache as it is: right after ``generate()`` the pages are cached as its writers
+  wrote them, 2 MiB at a time (``write_buffer_bytes``), in 2 MiB folios too where the file system makes
+  them of such writes: ext4 on this VM's Linux 6.18 does).  ``generate()``'s default segments are a sixteenth of a partition's
   log (22 MiB here).  ``close()`` returns before the segments are unmapped (a background thread does
   that); the summary line gives that time, not timed.
 * ``read_copied``: the same directory with its page cache dropped and read back by another program, each
@@ -30,10 +31,12 @@ timed runs, implementations interleaved, median reported, ``gc.collect()`` befor
 * ``read_1mib``: the same workload generated with Kafka's smallest segments (1 MiB, ``log.segment.bytes``'
   floor): about a thousand of them, so per-segment costs and the page-table work of small files show.
 * ``read_1gib``: the same with Kafka's default 1 GiB segments.
-* ``write`` / ``write_headers_only``: ``PartitionWriter`` (a fresh partition directory, Kafka's default
-  settings, ``fsync=False``) appending ~1 GB of uncompressed idempotent batches as a producer sends them
-  (``validate_records=True``, the default, decodes every batch as Kafka's ``LogValidator`` does;
-  ``validate_records=False`` checks headers, CRC and producer state only).  Appends are timed; ``close()``
+* ``write`` / ``write_headers_only`` / ``write_held``: ``PartitionWriter`` (a fresh partition directory,
+  Kafka's default settings, ``fsync=False``) appending ~1 GB of uncompressed idempotent batches as a
+  producer sends them (``validate_records=True``, the default, decodes every batch as Kafka's
+  ``LogValidator`` does; ``validate_records=False`` checks headers, CRC and producer state only;
+  ``write_held``: validated, and held to be written 2 MiB at a time, ``write_buffer_bytes=2 << 20``, as
+  ``generate()`` writes).  Appends are timed; ``close()``
   (producer snapshot + fsync of the active segment) is timed separately and shown under the table.
   Reference: the same batches written to one file with ``os.write`` per batch.  Target: >= 200 MB/s.
 
@@ -138,7 +141,7 @@ def cache_as_read_from_disk(path: str, by: str = "reader") -> None:
     another program (``by="copy"``: each file read in order in 8 MiB reads, as ``cp`` or a restore from
     backup does; the kernel's readahead then makes 2 MiB folios of large files only, not of 22 MiB
     ones).  A segment's page cache in 2 MiB folios is mapped 2 MiB at a time, in small folios (and pages
-    cached as they were written, in small appends) 4 KiB at a time."""
+    cached as they were written in small appends, as a broker writes them) 4 KiB at a time."""
     drop_cache(path)
     if by == "reader":
         from kafkatx.log import open_log_dir, wait_for_release
@@ -335,13 +338,16 @@ def write_rows(root: str, kx, size: int) -> list:
         counter[0] += 1
         return os.path.join(work, f"{name}{counter[0]}-0")
 
-    def append_all(validate):
+    def append_all(validate, held=0):
         def run():
-            w = PartitionWriter(fresh("bench"), validate_records=validate)
+            w = PartitionWriter(fresh("bench"), validate_records=validate, write_buffer_bytes=held)
             append = w.append
             for b in batches:
                 append(b)
-            return _Written(w.path, w, len(batches), w.size_in_bytes)
+            size = w.size_in_bytes
+            if held:
+                w.roll()  # the last piece held is written (timed), as a roll or close() writes it
+            return _Written(w.path, w, len(batches), size)
 
         return run
 
@@ -401,6 +407,13 @@ def write_rows(root: str, kx, size: int) -> list:
             check=check, unit="bytes", summary=summary_for("validate_records=False"),
             notes={"kafkatx": "PartitionWriter(dir, validate_records=False).append(batch) per batch",
                    "reference": raw}),  # fmt: skip
+        Row(key="write_held", name="PartitionWriter.append, written 2 MiB at a time (ref: os.write)",
+            what=what + "; validate_records=True, write_buffer_bytes=2 MiB (appends held, written in 2 MiB pieces)",
+            records=records, nbytes=total, impls={"kafkatx": append_all(True, 2 << 20), "reference": raw_writes},
+            check=check, unit="bytes", summary=summary_for("write_buffer_bytes=2 MiB"),
+            notes={"kafkatx": "PartitionWriter(dir, write_buffer_bytes=2 << 20).append(batch) per batch, then "
+                              "roll() (writes the last piece held)",
+                   "reference": raw}),  # fmt: skip
     ]
 
 
@@ -421,14 +434,14 @@ def main(argv=None) -> int:
                     "reader (default) or in 8 MiB reads (copy); as-written: left as it is (right after "
                     "generate(): as the writer appended them)")  # fmt: skip
     ap.add_argument("--rows", help="comma-separated: read, read_copied, read_1mib, read_1gib, tail, write, "
-                    "write_headers_only "
+                    "write_headers_only, write_held "
                     "(default: all)")  # fmt: skip
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per cell; the median is reported")
     ap.add_argument("--json", metavar="OUT.json", help="also write all results and metadata as JSON")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown (README-ready)")
     args = ap.parse_args(argv)
     size = args.bytes or (QUICK_BYTES if args.quick else FULL_BYTES)
-    known = ("read", "read_copied", "read_1mib", "read_1gib", "tail", "write", "write_headers_only")
+    known = ("read", "read_copied", "read_1mib", "read_1gib", "tail", "write", "write_headers_only", "write_held")
     wanted = known if not args.rows else tuple(k.strip() for k in args.rows.split(",") if k.strip())
     if set(wanted) - set(known):
         ap.error(f"unknown rows {sorted(set(wanted) - set(known))}; known: {known}")
@@ -467,7 +480,7 @@ def main(argv=None) -> int:
         r = tail_row(path, manifest, kx)
         print(f"tail: {r.what}")
         run(r)
-    write = [r for r in write_rows(args.dir, kx, size) if r.key in wanted] if {"write", "write_headers_only"} & set(wanted) else []
+    write = [r for r in write_rows(args.dir, kx, size) if r.key in wanted] if {"write", "write_headers_only", "write_held"} & set(wanted) else []
     for r in write:
         print(f"{r.key}: {r.what}")
         run(r)

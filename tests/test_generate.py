@@ -292,6 +292,10 @@ def test_deterministic_and_independent_of_workers(tmp_path):
         generate(tmp_path / "a", **kw)
     again = generate(tmp_path / "a", workers=0, overwrite=True, **kw)
     assert again == a
+    # how the writers write (held and written 2 MiB or 4 KiB at a time, or once an append) changes no byte
+    for n, held in enumerate((0, 4096)):
+        assert generate(tmp_path / f"w{n}", workers=0, write_buffer_bytes=held, **kw) == a
+        assert tree_digest(tmp_path / f"w{n}") == tree_digest(tmp_path / "a")
 
 
 def test_target_bytes(tmp_path):
@@ -320,6 +324,7 @@ def test_default_segment_size_follows_the_partitions_log(tmp_path):
     dict(topics=("bad topic",)), dict(topics=("a", "a")), dict(partitions=0), dict(open_transactions=9),
     dict(abort_ratio=1.5), dict(records=-1), dict(compression="brotli"), dict(batch_records=(5, 1)),
     dict(producers=0, idempotent_producers=0, plain_producers=0), dict(records=None),
+    dict(write_buffer_bytes=-1), dict(write_buffer_bytes=1.5),
 ])  # fmt: skip
 def test_bad_arguments(tmp_path, kwargs):
     with pytest.raises(ValueError):
@@ -351,6 +356,10 @@ def test_cli(tmp_path, capfd):
     assert "wrote 2000 records" in capfd.readouterr().out
     assert main_generate([str(out), "--records", "10"]) == 1  # not empty
     assert main_generate([str(out), "--abort-ratio", "2"]) == 2
+    held = tmp_path / "cli-held"  # how the writers write: the same files
+    args = ["--records", "2k", "--seed", "5", "--partitions", "2", "--workers", "0", "--quiet"]
+    assert main_generate([str(held), "--write-buffer-bytes", "4KiB", *args]) == 0
+    assert tree_digest(held) == tree_digest(out)
     assert main_generate([str(tmp_path / "t"), "--bytes", "300KB", "--quiet", "--workers", "0"]) == 0
     assert 150_000 < Manifest.load(tmp_path / "t").bytes < 450_000
 

@@ -486,6 +486,113 @@ def test_roll_snapshots_and_trimmed_indexes(part):
     assert snapshot_set(read_snapshot(part / f"{leo:020d}.snapshot")) == snapshot_set(m.snapshot_entries())
 
 
+# ------------------------------------------------------------------------------------------ held writes
+def _files(path):
+    """The bytes of every file in ``path`` (not below it)."""
+    return {f.name: f.read_bytes() for f in sorted(pathlib.Path(path).iterdir()) if f.is_file()}
+
+
+def _varied_workload(w, codec):
+    """Client batches (one compressed), markers, a replicated append of two batches and a roll."""
+    _txn_workload(w)
+    w.append(batch(codec, pid=700, epoch=0, seq=0, txn=True, n=40, tag=b"gz" * 20, compression="gzip"))
+    w.append_marker("commit", producer_id=700, producer_epoch=0, coordinator_epoch=4)
+    leo = w.log_end_offset
+    w.append(batch(codec, base_offset=leo, n=2) + batch(codec, base_offset=leo + 2, n=5), origin="replication")
+    w.roll()
+    w.append(batch(codec, n=4, tag=b"after the roll"))
+
+
+@pytest.mark.parametrize("chunk", [1, 100, 4096, 1 << 20])
+def test_held_writes_make_the_same_files(tmp_path, codec, chunk):
+    """write_buffer_bytes changes when bytes reach the files, never which bytes: every file (logs, trimmed
+    indexes, snapshots, .txnindex, checkpoints) is the write-through writer's, at any piece size."""
+    kw = dict(segment_bytes=600, index_interval_bytes=50, codec=codec)
+    with PartitionWriter(tmp_path / "a" / "orders-0", clock=Clock(), **kw) as w:
+        _varied_workload(w, codec)
+    with PartitionWriter(tmp_path / "b" / "orders-0", clock=Clock(), write_buffer_bytes=chunk, **kw) as w:
+        _varied_workload(w, codec)
+        assert len(w.segments) >= 3
+    assert _files(tmp_path / "b") == _files(tmp_path / "a")
+    assert _files(tmp_path / "b" / "orders-0") == _files(tmp_path / "a" / "orders-0")
+
+
+def test_held_writes_end_on_multiples_of_the_piece_size(part):
+    """Until the segment is rolled, flushed or closed, its file ends at the last multiple of
+    write_buffer_bytes the appends have passed (so every write but a segment's last covers whole pieces at
+    multiples of it: a 2 MiB one can be cached as one huge page)."""
+    chunk = 1000
+    w = PartitionWriter(part, write_buffer_bytes=chunk, segment_bytes=1 << 20, clock=Clock())
+    log = part / log_files(part)[0]
+    for i in range(60):
+        w.append(batch(n=1 + i % 7, tag=b"x" * (i % 50)))
+        logical = w.size_in_bytes
+        assert os.path.getsize(log) == logical - logical % chunk
+    assert w.size_in_bytes > 5 * chunk
+    w.flush()  # what is held reaches the file (and the disk)
+    assert os.path.getsize(log) == w.size_in_bytes
+    w.close()
+    assert whole_log(part) and [b.last_offset for b in iter_batches(whole_log(part))][-1] == w.log_end_offset - 1
+
+
+def test_held_bytes_reach_the_file_at_a_roll_and_when_an_open_writer_is_collected(tmp_path):
+    import gc
+
+    path = tmp_path / "orders-0"
+    w = PartitionWriter(path, write_buffer_bytes=1 << 20, clock=Clock())
+    w.append(batch(n=3, tag=b"first"))
+    first = path / log_files(path)[0]
+    assert os.path.getsize(first) == 0  # held
+    w.roll()
+    assert os.path.getsize(first) == w.size_in_bytes  # written when the segment rolled
+    w.append(batch(n=2, tag=b"second"))
+    leo = w.log_end_offset
+    del w  # never closed: the writer's collection writes what it holds
+    gc.collect()
+    with open_partition(path) as p:
+        assert [r.value for r in p.read()] == [b"first-0", b"first-1", b"first-2", b"second-0", b"second-1"]
+    w = PartitionWriter(path, clock=Clock())
+    assert w.log_end_offset == leo and w.recovery.truncated_bytes == 0
+    w.close()
+
+
+def test_a_held_write_that_fails_drops_only_the_append_being_made(tmp_path):
+    """A piece that cannot be written (ENOSPC, from /dev/full) fails the append that completed it, which
+    is then not made, as a write-through append that fails is not; the bytes held before it stay held and
+    reach the file later: the log ends as a writer that never saw the failure leaves it."""
+    kw = dict(write_buffer_bytes=4096, segment_bytes=1 << 20)
+    with PartitionWriter(tmp_path / "a" / "orders-0", clock=Clock(), **kw) as w:
+        for i in range(40):
+            w.append(batch(pid=9, epoch=0, seq=3 * i, n=3, tag=b"r%d" % i))
+    with PartitionWriter(tmp_path / "b" / "orders-0", clock=Clock(), **kw) as w:
+        seg = w._active
+        real = seg.fd
+        i = 0
+        while (w.size_in_bytes + len(batch(n=3, tag=b"r%d" % i))) // 4096 == 0:
+            w.append(batch(pid=9, epoch=0, seq=3 * i, n=3, tag=b"r%d" % i))
+            i += 1
+        held, leo = seg.size - seg.written, w.log_end_offset
+        assert held == w.size_in_bytes > 0 and os.path.getsize(seg.log_path) == 0
+        seg.fd = os.open("/dev/full", os.O_WRONLY)
+        try:
+            with pytest.raises(OSError):
+                w.append(batch(pid=9, epoch=0, seq=3 * i, n=3, tag=b"r%d" % i))
+        finally:
+            os.close(seg.fd)
+            seg.fd = real
+        assert seg.size - seg.written == held and w.log_end_offset == leo and w.size_in_bytes == held
+        for j in range(i, 40):  # the failed append is retried, as a producer would
+            w.append(batch(pid=9, epoch=0, seq=3 * j, n=3, tag=b"r%d" % j))
+    assert _files(tmp_path / "b" / "orders-0") == _files(tmp_path / "a" / "orders-0")
+
+
+@pytest.mark.parametrize("kw", [dict(write_buffer_bytes=-1), dict(write_buffer_bytes=True),
+                                dict(write_buffer_bytes=2.0), dict(write_buffer_bytes=4096, fsync=True)])
+def test_write_buffer_bytes_is_checked(part, kw):
+    with pytest.raises(ValueError, match="write_buffer_bytes"):
+        PartitionWriter(part, **kw)
+
+
 # ------------------------------------------------------------------------------------------ recovery
 def _written(part, **kw):
     w = PartitionWriter(part, segment_bytes=500, index_interval_bytes=60, max_index_size=4096, clock=Clock(), **kw)

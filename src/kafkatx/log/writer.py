@@ -70,6 +70,7 @@ KIP-890 transaction verification, message format conversion.  A writer is not th
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import struct
@@ -280,6 +281,23 @@ def _write_all(fd, data) -> None:
         view = view[n:]
 
 
+def _write_views(fd, views: list) -> tuple:
+    """Write ``views`` (1-D byte memoryviews, consumed) in order with ``os.writev``, again after a short write:
+    ``(bytes written, None)``, or ``(bytes written, the OSError that stopped it)``."""
+    done = 0
+    try:
+        while views:
+            n = os.writev(fd, views)
+            if n == 0 and any(v.nbytes for v in views):
+                raise OSError(errno.EIO, "write() wrote nothing")
+            done += n
+            while views and n >= views[0].nbytes:
+                n -= views.pop(0).nbytes
+            if n:
+                views[0] = views[0][n:]
+    except OSError as exc:
+        return done, exc
+    return done, None
 
 
 def _read_leader_epochs(path) -> list[tuple[int, int]]:
@@ -311,7 +329,7 @@ def _close_index(idx, fsync):
 class _Segment:
     """The active segment: its log descriptor, its writable indexes and LogSegment's counters."""
 
-    __slots__ = ("base_offset", "dir", "log_path", "fd", "size", "index", "timeindex", "txnindex", "max_ts",
+    __slots__ = ("base_offset", "dir", "log_path", "fd", "size", "written", "index", "timeindex", "txnindex", "max_ts",
                  "offset_of_max_ts", "bytes_since_index", "rolling_ts", "created", "roll_jitter_ms")  # fmt: skip
 
     def __init__(self, directory, base_offset, max_index_size, size=0, created=0, roll_jitter_ms=0):
@@ -320,6 +338,7 @@ class _Segment:
         self.log_path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
         self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
         self.size = size
+        self.written = size  # with write_buffer_bytes, the bytes in the file (size - written are held)
         self.index = OffsetIndex(self.path(INDEX_SUFFIX), base_offset, max_index_size=max_index_size, writable=True)
         self.timeindex = TimeIndex(self.path(TIME_INDEX_SUFFIX), base_offset, max_index_size=max_index_size,
                                    writable=True)  # fmt: skip
@@ -366,7 +385,15 @@ class PartitionWriter:
     ``leader_epoch`` is stamped into every client batch and marker.  ``fsync=True`` makes every append durable before it returns (Kafka's
     ``flush.messages=1``); otherwise data reaches the operating system at every append (one write per
     batch, so a crash of the process loses nothing acknowledged) and the disk at :meth:`flush`,
-    :meth:`close` and -- for the segment being rolled -- never by itself.  ``codec`` picks the codec
+    :meth:`close` and -- for the segment being rolled -- never by itself.  ``write_buffer_bytes`` (0: off)
+    holds appends in memory instead and writes them in pieces that end where the segment reaches a
+    multiple of that many bytes, the rest at a roll, :meth:`flush`, :meth:`close` (or when the writer is
+    collected), for bulk writes such as :func:`~kafkatx.log.generate`'s.  With 2 MiB (``2 << 20``, a huge
+    page), a file system that caches a 2 MiB write in one 2 MiB folio (ext4 on this project's Linux 6.18
+    VM does) caches a fresh segment as a read from disk through the reader's maps does, and reading it
+    right away maps it 2 MiB at a time rather than 4 KiB at a time.  What is held is not in the file yet
+    (another reader sees the log up to the last piece written; the indexes may point past it), and a
+    crash of the process loses it.  ``codec`` picks the codec
     module (``"cython"``, ``"python"`` or a module; default: kafkatx's).  ``clock()`` returns
     milliseconds (marker and LogAppendTime timestamps).  ``timestamp_type="log_append_time"`` stamps
     the append time into client batches as a topic with ``message.timestamp.type=LogAppendTime``.
@@ -391,7 +418,7 @@ class PartitionWriter:
                  message_timestamp_after_max_ms: int | None = DEFAULT_TIMESTAMP_AFTER_MAX_MS,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS, segment_jitter_ms: int = 0,
                  seed: int | None = None, recovery_point: int | None = None,
-                 checkpoint_recovery_point: bool = True):  # fmt: skip
+                 checkpoint_recovery_point: bool = True, write_buffer_bytes: int = 0):  # fmt: skip
         if segment_bytes < _HEADER_SIZE:
             raise ValueError(f"segment_bytes must be at least {_HEADER_SIZE}, got {segment_bytes}")
         if index_interval_bytes < 0:
@@ -409,6 +436,10 @@ class PartitionWriter:
         if recovery_point is not None and (isinstance(recovery_point, bool) or not isinstance(recovery_point, int)
                                            or recovery_point < 0):  # fmt: skip
             raise ValueError(f"recovery_point must be an offset (an int >= 0) or None, got {recovery_point!r}")
+        if isinstance(write_buffer_bytes, bool) or not isinstance(write_buffer_bytes, int) or write_buffer_bytes < 0:
+            raise ValueError(f"write_buffer_bytes must be an int >= 0, got {write_buffer_bytes!r}")
+        if write_buffer_bytes and fsync:
+            raise ValueError("write_buffer_bytes holds appends in memory; fsync=True needs each on disk as it returns")
         self.path = os.fspath(path)
         self.segment_bytes = int(segment_bytes)
         self.index_interval_bytes = int(index_interval_bytes)
@@ -426,6 +457,8 @@ class PartitionWriter:
         self.producer_id_expiration_ms = int(producer_id_expiration_ms)
         self._recovery_point = recovery_point
         self.checkpoint_recovery_point = bool(checkpoint_recovery_point)
+        self.write_buffer_bytes = write_buffer_bytes
+        self._held = None  # write_buffer_bytes: the active segment's bytes not written yet, at the front
         self._flushed_to = 0
         self._clean_shutdown = False  # a .kafka_cleanshutdown marker was found at the last load
         self._codec = _resolve_codec(codec)
@@ -815,6 +848,9 @@ class PartitionWriter:
 
     # ------------------------------------------------------------------------------ write helpers
     def _write(self, seg, parts):
+        if self.write_buffer_bytes:
+            self._hold(seg, parts)
+            return
         if len(parts) == 1:
             _write_all(seg.fd, parts[0])
             return
@@ -828,6 +864,69 @@ class PartitionWriter:
                     continue
                 _write_all(seg.fd, p[done:])
                 done = 0
+
+    def _hold(self, seg, parts):
+        """write_buffer_bytes: the bytes of one append go after the ``seg.size - seg.written`` bytes held in
+        ``self._held``; where they reach a multiple of write_buffer_bytes, everything up to the last one
+        reached is written (what is held, then the append's bytes up to there straight from ``parts``) and
+        only the rest is held.  So no more than write_buffer_bytes is ever held.  If the write fails, the
+        append is not made (nothing of it is held) and what was held before it and not written stays held."""
+        chunk = self.write_buffer_bytes
+        views = [memoryview(p).cast("B") for p in parts]
+        held = seg.size - seg.written
+        end = seg.written + held + sum(v.nbytes for v in views)
+        cut = end - end % chunk
+        if self._held is None:
+            self._held = bytearray(chunk)
+        buf = self._held
+        if cut <= seg.written:  # all of it stays held: held + the append < chunk
+            pos = held
+            for v in views:
+                buf[pos : pos + v.nbytes] = v
+                pos += v.nbytes
+            return
+        now = cut - seg.written - held  # bytes of the append written now (> 0: held never reaches a multiple)
+        out = [memoryview(buf)[:held]] if held else []
+        rest = []
+        for v in views:
+            if now >= v.nbytes:
+                out.append(v)
+                now -= v.nbytes
+            elif now:
+                out.append(v[:now])
+                rest.append(v[now:])
+                now = 0
+            else:
+                rest.append(v)
+        done, error = _write_views(seg.fd, out)
+        del out
+        if error is not None:
+            self._written_held(seg, min(done, held))
+            raise error
+        pos = 0
+        for v in rest:
+            buf[pos : pos + v.nbytes] = v
+            pos += v.nbytes
+        seg.written = cut
+
+    def _written_held(self, seg, done):
+        """``done`` of the bytes ``seg`` holds were written: the rest moves to the front."""
+        held = seg.size - seg.written
+        if done and done < held:
+            self._held[: held - done] = self._held[done:held]
+        seg.written += done
+
+    def _write_held(self, seg) -> None:
+        """Write every byte ``seg`` holds (at a roll, flush, close)."""
+        if not self.write_buffer_bytes:
+            return
+        held = seg.size - seg.written
+        if not held:
+            return
+        done, error = _write_views(seg.fd, [memoryview(self._held)[:held]])
+        self._written_held(seg, done)
+        if error is not None:
+            raise error
 
     def _after_write(self, seg, position, total, last_offset, max_ts):
         """LogSegment.append's bookkeeping for one batch written at ``position``."""
@@ -896,6 +995,7 @@ class PartitionWriter:
         old = self._active
         if old.size == 0:
             return old.base_offset
+        self._write_held(old)
         old.close_indexes(fsync=self.fsync)
         if self.fsync:
             os.fsync(old.fd)
@@ -944,6 +1044,7 @@ class PartitionWriter:
             raise LogClosedError(f"the writer of {self.path} is closed")
         self._fsync_rolled(self.recovery_point)
         seg = self._active
+        self._write_held(seg)
         os.fsync(seg.fd)
         seg.index.flush()
         seg.timeindex.flush()
@@ -995,6 +1096,7 @@ class PartitionWriter:
         self._closed = True
         seg = self._active
         try:
+            self._write_held(seg)
             self._fsync_rolled(self.recovery_point)
             self._psm.map_end_offset = self._leo
             self._psm.take_snapshot(self.path, fsync=True)
@@ -1017,6 +1119,10 @@ class PartitionWriter:
     def __del__(self):
         seg = getattr(self, "_active", None)
         if seg is not None and seg.fd is not None:
+            try:
+                self._write_held(seg)  # a writer left open: what it holds is written, not lost
+            except OSError:
+                pass
             try:
                 os.close(seg.fd)
             except OSError:

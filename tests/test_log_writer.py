@@ -586,6 +586,38 @@ def test_a_held_write_that_fails_drops_only_the_append_being_made(tmp_path):
     assert _files(tmp_path / "b" / "orders-0") == _files(tmp_path / "a" / "orders-0")
 
 
+def test_a_crash_of_a_holding_writer_loses_only_what_it_held(tmp_path):
+    """The files of a writer that holds appends, copied while it is open (as a crash leaves them: the
+    active segment ending at a piece boundary, mid-batch, index entries past its end, no close snapshot),
+    reopen as the broker recovers them: the log is the writer's up to the last whole batch on disk."""
+    src = tmp_path / "a" / "orders-0"
+    w = PartitionWriter(src, write_buffer_bytes=4096, index_interval_bytes=50, segment_bytes=20_000, clock=Clock())
+    for i in range(300):
+        w.append(batch(pid=7, epoch=0, seq=3 * i, txn=True, tag=b"x%d" % i))
+        if i % 40 == 39:
+            w.append_marker("commit" if i % 80 else "abort", producer_id=7, producer_epoch=0, coordinator_epoch=1)
+    active = w._active
+    assert len(w.segments) >= 2 and active.size - active.written > 0
+    crashed = tmp_path / "b" / "orders-0"
+    shutil.copytree(src, crashed)
+    w.close()
+    on_disk = os.path.getsize(crashed / os.path.basename(active.log_path))
+    assert on_disk % 4096 == 0 and on_disk < active.size
+    whole = [b for b in iter_batches(pathlib.Path(active.log_path).read_bytes())
+             if b.position + b.size_in_bytes <= on_disk]  # fmt: skip
+    w2 = PartitionWriter(crashed, clock=Clock())
+    assert w2.log_end_offset == whole[-1].next_offset < w.log_end_offset
+    assert w2.recovery.truncated_bytes == on_disk - (whole[-1].position + whole[-1].size_in_bytes)
+    assert any(name.endswith(".index") for name in w2.recovery.rebuilt_indexes)
+    w2.close()
+    kept = whole_log(crashed)
+    assert kept == whole_log(src)[: len(kept)]
+    with open_partition(crashed) as p, open_partition(src) as q:
+        got = [(r.offset, r.value) for r in p.read(isolation="read_committed")]
+        want = [(r.offset, r.value) for r in q.read(isolation="read_committed") if r.offset < p.last_stable_offset]
+        assert got == want and p.log_end_offset == w2.log_end_offset
+
+
 @pytest.mark.parametrize("kw", [dict(write_buffer_bytes=-1), dict(write_buffer_bytes=True),
                                 dict(write_buffer_bytes=2.0), dict(write_buffer_bytes=4096, fsync=True)])
 def test_write_buffer_bytes_is_checked(part, kw):

@@ -1121,7 +1121,7 @@ class PartitionWriter:
         if seg is not None and seg.fd is not None:
             try:
                 self._write_held(seg)  # a writer left open: what it holds is written, not lost
-            except OSError:
+            except Exception:  # (a destructor cannot raise; at interpreter exit, modules may be gone)
                 pass
             try:
                 os.close(seg.fd)

@@ -618,6 +618,50 @@ def test_a_crash_of_a_holding_writer_loses_only_what_it_held(tmp_path):
         assert got == want and p.log_end_offset == w2.log_end_offset
 
 
+@pytest.mark.parametrize("held", [0, 256])
+def test_the_files_are_the_same_without_the_positional_and_vector_writes(tmp_path, monkeypatch, held):
+    """Where the OS has no os.pwrite / os.pread / os.writev (Windows), kafkatx._fileio's seek-and-write,
+    seek-and-read and one-write-per-buffer stand in: forced here, every file of a workload (indexes
+    written at offsets, preallocated, trimmed, read back on reopen) is the same."""
+    import kafkatx._fileio as fileio
+    import kafkatx.log.index as index_module
+    import kafkatx.log.writer as writer_module
+
+    def run(path):
+        kw = dict(segment_bytes=600, index_interval_bytes=50, write_buffer_bytes=held)
+        with PartitionWriter(path, clock=Clock(), **kw) as w:
+            _varied_workload(w, None)
+        with PartitionWriter(path, clock=Clock(), **kw) as w:  # reopened: the indexes read back
+            rec = w.recovery
+            w.append(batch(n=2, tag=b"reopened"))
+        assert rec.truncated_bytes == 0 and rec.segments >= 3
+        return _files(path), [os.path.basename(p) for p in rec.rebuilt_indexes], w.log_end_offset
+
+    native = run(tmp_path / "a" / "orders-0")
+    monkeypatch.setattr(writer_module, "writev", fileio._writev_each)
+    monkeypatch.setattr(index_module, "pwrite", fileio._pwrite_seek)
+    monkeypatch.setattr(index_module, "pread", fileio._pread_seek)
+    assert run(tmp_path / "b" / "orders-0") == native
+    f = tmp_path / "positional"
+    fd = os.open(f, os.O_RDWR | os.O_CREAT)
+    try:
+        os.ftruncate(fd, 12)
+        assert fileio._pwrite_seek(fd, b"cd", 2) == 2 and fileio._pwrite_seek(fd, b"ab", 0) == 2
+        assert fileio._pwrite_seek(fd, b"z", 11) == 1
+        assert fileio._pread_seek(fd, 3, 1) == b"bcd" and fileio._pread_seek(fd, 5, 10) == b"\0z"
+        os.lseek(fd, 0, os.SEEK_END)
+        assert fileio._writev_each(fd, [memoryview(b"12"), b"", bytearray(b"345")]) == 5
+    finally:
+        os.close(fd)
+    assert f.read_bytes() == b"abcd" + bytes(7) + b"z12345"
+    fd = os.open("/dev/full", os.O_WRONLY)
+    try:
+        with pytest.raises(OSError):  # nothing written: the error itself
+            fileio._writev_each(fd, [memoryview(b"x" * 10)])
+    finally:
+        os.close(fd)
+
+
 @pytest.mark.parametrize("kw", [dict(write_buffer_bytes=-1), dict(write_buffer_bytes=True),
                                 dict(write_buffer_bytes=2.0), dict(write_buffer_bytes=4096, fsync=True)])
 def test_write_buffer_bytes_is_checked(part, kw):

@@ -4,7 +4,54 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
 from contextlib import contextmanager
+
+# Flags of every descriptor opened on Kafka's files: no newline translation on Windows, not inherited by
+# child processes where the OS allows (0 where a flag does not exist).
+O_BINARY = getattr(os, "O_BINARY", 0)
+O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+_SEEK_LOCK = threading.Lock()
+
+
+def _pwrite_seek(fd: int, data, offset: int) -> int:
+    """``os.pwrite`` where the OS has none (Windows): a seek and a write, under a lock for the process (a
+    descriptor kafkatx writes at offsets is written at offsets only)."""
+    with _SEEK_LOCK:
+        os.lseek(fd, offset, os.SEEK_SET)
+        return os.write(fd, data)
+
+
+def _pread_seek(fd: int, n: int, offset: int) -> bytes:
+    """``os.pread`` where the OS has none (Windows): a seek and a read, under the same lock."""
+    with _SEEK_LOCK:
+        os.lseek(fd, offset, os.SEEK_SET)
+        return os.read(fd, n)
+
+
+def _writev_each(fd: int, buffers) -> int:
+    """``os.writev`` where the OS has none (Windows): each buffer written in turn.  Returns the bytes
+    written, fewer than all at a short write or where an error stops it after some were written (the
+    error then comes at the caller's next write), as a short ``writev`` does."""
+    done = 0
+    for b in buffers:
+        view = memoryview(b)
+        try:
+            n = os.write(fd, view)
+        except OSError:
+            if done:
+                return done
+            raise
+        done += n
+        if n < view.nbytes:
+            break
+    return done
+
+
+pwrite = getattr(os, "pwrite", _pwrite_seek)
+pread = getattr(os, "pread", _pread_seek)
+writev = getattr(os, "writev", _writev_each)
 
 
 def fsync_dir(directory) -> None:
@@ -39,7 +86,7 @@ def atomic_write(path, data, *, fsync: bool = True) -> None:
 def read_whole_file(path) -> bytes:
     """The contents of a small file, read with one descriptor and no buffered file object (a partition of
     thousands of segments reads as many index files)."""
-    fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(os.fspath(path), os.O_RDONLY | O_BINARY | O_CLOEXEC)
     try:
         chunks = []
         while True:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import os
 
-from .._fileio import atomic_write
+from .._fileio import O_BINARY, O_CLOEXEC, atomic_write, pread, pwrite
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
@@ -174,7 +174,7 @@ class _Index:
         data = b""
         newly_created = False
         if self.writable:
-            flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+            flags = os.O_RDWR | os.O_CREAT | O_BINARY | O_CLOEXEC
             newly_created = not self.exists
             self._fd = os.open(self.path, flags, 0o644)
             self.exists = True
@@ -196,7 +196,7 @@ class _Index:
             if not newly_created and self.invalid_position is not None:
                 # stale or garbage slots past the valid prefix: zero them so that a crash after new
                 # appends cannot leave old entries looking valid behind them
-                os.pwrite(self._fd, bytes(min(len(data), target) - self._n * size), self._n * size)
+                pwrite(self._fd, bytes(min(len(data), target) - self._n * size), self._n * size)
         else:
             self._length = len(data)
 
@@ -254,7 +254,7 @@ class _Index:
     def _write_slot(self, slot: int, payload: bytes):
         if slot >= self.max_entries:
             raise IndexFullError(f"Attempt to append to a full {self._KIND} (size = {self._n}) ({self.path})")
-        os.pwrite(self._fd, payload, slot * self.ENTRY_SIZE)
+        pwrite(self._fd, payload, slot * self.ENTRY_SIZE)
 
     def flush(self) -> None:
         """fsync the index file (Kafka's ``flush`` forces the mmap)."""
@@ -318,7 +318,7 @@ class _Index:
 
     def _zero_slots_from(self, entries: int, old_entries: int):
         if self._fd is not None and old_entries > entries:
-            os.pwrite(self._fd, bytes((old_entries - entries) * self.ENTRY_SIZE), entries * self.ENTRY_SIZE)
+            pwrite(self._fd, bytes((old_entries - entries) * self.ENTRY_SIZE), entries * self.ENTRY_SIZE)
 
     def _sanity_common(self):
         size = self.ENTRY_SIZE
@@ -343,7 +343,7 @@ def _read_all(fd) -> bytes:
     chunks = []
     pos = 0
     while pos < size:
-        chunk = os.pread(fd, min(size - pos, 1 << 24), pos)
+        chunk = pread(fd, min(size - pos, 1 << 24), pos)
         if not chunk:
             break
         chunks.append(chunk)

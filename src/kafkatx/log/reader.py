@@ -121,7 +121,7 @@ import threading
 from bisect import bisect_left, bisect_right
 from typing import NamedTuple
 
-from .._fileio import close_map, map_read_only
+from .._fileio import O_BINARY, O_CLOEXEC, close_map, map_read_only
 from ..compression import check_inflate_threads
 from ..errors import CorruptRecordError, KafkaTxError
 from ..producer_state import ProducerStateManager, read_snapshot, rebuild_from_log
@@ -362,7 +362,7 @@ class Segment:
             if self.size == 0:
                 self._mmap = b""
             else:
-                fd = os.open(self.log_path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
+                fd = os.open(self.log_path, os.O_RDONLY | O_BINARY | O_CLOEXEC)
                 try:  # (the map keeps a descriptor of its own)
                     self._mmap = map_read_only(fd, self.size)
                 finally:
@@ -397,7 +397,7 @@ class Segment:
         if self._fd is not None or self._mmap is not None or os.name != "posix":
             yield self
             return
-        self._fd = os.open(self.log_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self._fd = os.open(self.log_path, os.O_RDONLY | O_BINARY | O_CLOEXEC)
         try:
             yield self
         finally:

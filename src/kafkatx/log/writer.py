@@ -87,7 +87,7 @@ except ImportError:  # pragma: no cover - Windows: the in-process lock only
 
 from .._backend import codec as _default_codec
 from .._common import byte_view
-from .._fileio import fsync_dir, mapped
+from .._fileio import O_BINARY, O_CLOEXEC, fsync_dir, mapped, writev
 from ..errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -250,7 +250,8 @@ def _log_dir_locked(directory):
 
 
 def _fsync_path(path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+    # (Windows flushes only a descriptor open for writing; POSIX any)
+    fd = os.open(path, (os.O_RDONLY if os.name == "posix" else os.O_RDWR) | O_BINARY)
     try:
         os.fsync(fd)
     finally:
@@ -282,12 +283,12 @@ def _write_all(fd, data) -> None:
 
 
 def _write_views(fd, views: list) -> tuple:
-    """Write ``views`` (1-D byte memoryviews, consumed) in order with ``os.writev``, again after a short write:
+    """Write ``views`` (1-D byte memoryviews, consumed) in order with ``writev``, again after a short write:
     ``(bytes written, None)``, or ``(bytes written, the OSError that stopped it)``."""
     done = 0
     try:
         while views:
-            n = os.writev(fd, views)
+            n = writev(fd, views)
             if n == 0 and any(v.nbytes for v in views):
                 raise OSError(errno.EIO, "write() wrote nothing")
             done += n
@@ -336,7 +337,7 @@ class _Segment:
         self.base_offset = base_offset
         self.dir = directory
         self.log_path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
-        self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | O_BINARY | O_CLOEXEC, 0o644)
         self.size = size
         self.written = size  # with write_buffer_bytes, the bytes in the file (size - written are held)
         self.index = OffsetIndex(self.path(INDEX_SUFFIX), base_offset, max_index_size=max_index_size, writable=True)
@@ -855,7 +856,7 @@ class PartitionWriter:
             _write_all(seg.fd, parts[0])
             return
         want = sum(memoryview(p).nbytes for p in parts)
-        done = os.writev(seg.fd, parts)
+        done = writev(seg.fd, parts)
         if done != want:  # a short write: finish it piece by piece
             for p in parts:
                 p = memoryview(p)

@@ -40,6 +40,7 @@ cdef extern from "deflate.h" nogil:
     long long kx_zstd_deflate(unsigned char *dst, size_t cap, const unsigned char *src, size_t n, int level,
                               int threads, int frames)
     long kx_zstd_worker_jobs()
+    void kx_zstd_expect()
     const size_t KX_ZSTD_SPLIT_MIN
     const size_t KX_ZSTD_PART
     size_t kx_zstd_big(int level)

@@ -2495,10 +2495,11 @@ cdef class BatchBuilder:
             self._buf = _builder_buffer(&self._cap)
         self._len = RECORD_BATCH_OVERHEAD  # the header is written by build()
         # A one-frame zstd payload of more than KX_ZSTD_PART bytes is joined from pieces (_compressed_batch):
-        # with a second CPU, each part is queued for the worker as soon as the records after it begin.
+        # with a second CPU, each part is queued for the worker as soon as the records after it begin, and
+        # the worker is told when three quarters of the first part are in (kx_zstd_expect).
         if self._cid == 4 and self._frames == 1 and _compression.usable_cpus() >= 2 and (
                 _ZSTD_DEFLATE > 0 or (_ZSTD_DEFLATE < 0 and _zstd_compressor()[0])) and kx_zstd_joins():
-            self._zs_next = RECORD_BATCH_OVERHEAD + <Py_ssize_t>KX_ZSTD_PART
+            self._zs_next = RECORD_BATCH_OVERHEAD + <Py_ssize_t>(KX_ZSTD_PART // 4 * 3)
 
     def __dealloc__(self):
         kx_zstream_free(self._zs)
@@ -2510,6 +2511,11 @@ cdef class BatchBuilder:
         """Queue the complete parts of the joined frame (see __init__) for the worker."""
         if self._zs == NULL:
             self._zs = kx_zstream_new(3 if self._level is None else self._level)
+            if self._zs != NULL:
+                kx_zstd_expect()  # the first part is three quarters in: wake the worker
+                if self._len - RECORD_BATCH_OVERHEAD <= <Py_ssize_t>KX_ZSTD_PART:
+                    self._zs_next = RECORD_BATCH_OVERHEAD + <Py_ssize_t>KX_ZSTD_PART
+                    return 0
         if self._zs == NULL or kx_zstream_feed(self._zs, self._buf + RECORD_BATCH_OVERHEAD,
                                                <size_t>(self._len - RECORD_BATCH_OVERHEAD)) < 0:
             # no memory for a copy: build() compresses the parts not queued yet

@@ -421,11 +421,29 @@ static long long kx_dw_now_ns(void)
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+/* Spin, without kx_dw.mu, until ready(arg) or the monotonic clock passes ``until`` (read every 64 turns). */
+static void kx_dw_poll(int (*ready)(const void *), const void *arg, long long until)
+{
+    int polls = 0;
+    while (!ready(arg) && (++polls % 64 != 0 || kx_dw_now_ns() < until))
+        KX_CPU_RELAX();
+}
+
+static int kx_dw_queued(const void *unused)
+{
+    (void)unused;
+    return __atomic_load_n(&kx_dw.head, __ATOMIC_ACQUIRE) != NULL;
+}
+
+static int kx_dw_finished(const void *job)
+{
+    return __atomic_load_n(&((const kx_zjob *)job)->state, __ATOMIC_ACQUIRE) == KX_JOB_DONE;
+}
+
 static void *kx_dw_main(void *unused)
 {
     kx_zjob *j;
     long long r, until;
-    int polls = 0;
     (void)unused;
     pthread_mutex_lock(&kx_dw.mu);
     for (;;) {
@@ -434,9 +452,7 @@ static void *kx_dw_main(void *unused)
                 until = kx_dw.expect_until;
                 kx_dw.expect_until = 0;
                 pthread_mutex_unlock(&kx_dw.mu);
-                while (__atomic_load_n(&kx_dw.head, __ATOMIC_ACQUIRE) == NULL
-                       && (++polls % 64 != 0 || kx_dw_now_ns() < until))
-                    KX_CPU_RELAX();
+                kx_dw_poll(kx_dw_queued, NULL, until);
                 pthread_mutex_lock(&kx_dw.mu);
                 continue;
             }
@@ -519,7 +535,6 @@ static void kx_dw_post(kx_zjob *j)
 static long long kx_dw_take(kx_zjob *j)
 {
     long long r, until;
-    int polls = 0;
     pthread_mutex_lock(&kx_dw.mu);
     if (j->state == KX_JOB_QUEUED)
         kx_dw_unlink(j);
@@ -534,10 +549,7 @@ static long long kx_dw_take(kx_zjob *j)
     }
     if (j->state != KX_JOB_DONE && (until = kx_dw_now_ns()) >= 0) {
         pthread_mutex_unlock(&kx_dw.mu);
-        until += KX_DW_POLL_NS;
-        while (__atomic_load_n(&j->state, __ATOMIC_ACQUIRE) != KX_JOB_DONE
-               && (++polls % 64 != 0 || kx_dw_now_ns() < until))
-            KX_CPU_RELAX();
+        kx_dw_poll(kx_dw_finished, j, until + KX_DW_POLL_NS);
         pthread_mutex_lock(&kx_dw.mu);
     }
     while (j->state != KX_JOB_DONE)

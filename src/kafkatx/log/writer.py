@@ -275,13 +275,6 @@ def _resolve_codec(codec):
     return codec
 
 
-def _write_all(fd, data) -> None:
-    view = memoryview(data)
-    while view.nbytes:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
 def _write_views(fd, views: list) -> tuple:
     """Write ``views`` (1-D byte memoryviews, consumed) in order with ``writev``, again after a short write:
     ``(bytes written, None)``, or ``(bytes written, the OSError that stopped it)``."""
@@ -852,19 +845,9 @@ class PartitionWriter:
         if self.write_buffer_bytes:
             self._hold(seg, parts)
             return
-        if len(parts) == 1:
-            _write_all(seg.fd, parts[0])
-            return
-        want = sum(memoryview(p).nbytes for p in parts)
-        done = writev(seg.fd, parts)
-        if done != want:  # a short write: finish it piece by piece
-            for p in parts:
-                p = memoryview(p)
-                if done >= p.nbytes:
-                    done -= p.nbytes
-                    continue
-                _write_all(seg.fd, p[done:])
-                done = 0
+        _done, error = _write_views(seg.fd, [memoryview(p).cast("B") for p in parts])
+        if error is not None:
+            raise error
 
     def _hold(self, seg, parts):
         """write_buffer_bytes: the bytes of one append go after the ``seg.size - seg.written`` bytes held in

@@ -322,6 +322,16 @@ def _(ctx):
                        inflate_threads=0)
 
 
+
+def _encode_impls(kx, codec, n, *args, zstd_frames=1, **kw):
+    """The three builders of an encode row on one workload (``args``/``kw``: the per-batch record count,
+    ``clock``, ``headers`` of _data's encode functions; ``zstd_frames``: kafkatx's only)."""
+    return {
+        "kafkatx": lambda: _data.encode_kafkatx(kx, codec, n, *args, zstd_frames=zstd_frames, **kw),
+        "aiokafka": lambda: _data.encode_aiokafka(codec, n, *args, **kw),
+        "kafka-python": lambda: _data.encode_kafka_python(codec, n, *args, **kw),
+    }
+
 @row("decode_crc_zstd_inline")
 def _(ctx):
     return _decode_row(ctx, "decode_crc_zstd_inline", "decode + CRC, zstd, inline (inflate_threads=0)", "zstd",
@@ -371,11 +381,7 @@ def _encode_row(ctx: Context, key, name, codec, zstd_frames=1):
         "append + build",
         records=n,
         nbytes=len(expected),
-        impls={
-            "kafkatx": lambda: _data.encode_kafkatx(kx, codec, n, zstd_frames=zstd_frames),
-            "aiokafka": lambda: _data.encode_aiokafka(codec, n),
-            "kafka-python": lambda: _data.encode_kafka_python(codec, n),
-        },
+        impls=_encode_impls(kx, codec, n, zstd_frames=zstd_frames),
         check=check,
         notes={
             "kafkatx": "BatchBuilder(base_offset, producer_id, producer_epoch, base_sequence, transactional=True,"
@@ -474,11 +480,7 @@ def _(ctx):
         what=f"{n // _data.BATCH_RECORDS} transactional batches of 1000 records, no timestamp given: append + build",
         records=n,
         nbytes=len(_data.build_log("none", n)),
-        impls={
-            "kafkatx": lambda: _data.encode_kafkatx(kx, "none", n, clock=True),
-            "aiokafka": lambda: _data.encode_aiokafka("none", n, clock=True),
-            "kafka-python": lambda: _data.encode_kafka_python("none", n, clock=True),
-        },
+        impls=_encode_impls(kx, "none", n, clock=True),
         check=check,
         notes={
             "kafkatx": "as the encode row, .append(value, key)",
@@ -511,11 +513,7 @@ def _(ctx):
         "header: append + build",
         records=n,
         nbytes=sum(map(len, _data.encode_kafkatx(kx, "none", n, headers=trace))),
-        impls={
-            "kafkatx": lambda: _data.encode_kafkatx(kx, "none", n, headers=trace),
-            "aiokafka": lambda: _data.encode_aiokafka("none", n, headers=trace),
-            "kafka-python": lambda: _data.encode_kafka_python("none", n, headers=trace),
-        },
+        impls=_encode_impls(kx, "none", n, headers=trace),
         check=check,
         notes={
             "kafkatx": "as the encode row, .append(value, key, timestamp=ts, headers=[(name, value)])",
@@ -552,11 +550,7 @@ def _(ctx):
         "timestamps): builder + append + build per batch",
         records=n,
         nbytes=log_bytes,
-        impls={
-            "kafkatx": lambda: _data.encode_kafkatx(kx, "none", n, per),
-            "aiokafka": lambda: _data.encode_aiokafka("none", n, per),
-            "kafka-python": lambda: _data.encode_kafka_python("none", n, per),
-        },
+        impls=_encode_impls(kx, "none", n, per),
         check=check,
         notes={lib: "as the encode row, a new builder per record" for lib in ("kafkatx", "aiokafka", "kafka-python")},
     )

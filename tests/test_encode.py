@@ -393,6 +393,34 @@ def test_round_trip_large_and_many(codec):
         assert out[399].headers == (("i", b"399"),)
 
 
+def test_builders_one_after_another_of_changing_sizes_build_what_the_twin_builds():
+    """The compiled builder keeps the buffer of the last builder freed (as it grew, up to 1 MiB) for the next:
+    builders of growing, shrinking and past-1-MiB sizes in turn, alive one at a time, two at once, and one
+    initialised again after a large batch, each write the twin's bytes."""
+    cy, py = load_backend("cython"), load_backend("python")
+
+    def fill(b, n, seed):
+        for i in range(n):
+            b.append(_spec.lcg_bytes(100 + i % 50, seed + i), key=b"k%d" % i, timestamp=1_700_000_000_000 + i)
+        return b
+
+    def both(n, seed, **kw):
+        return [fill(m.BatchBuilder(base_offset=seed, **kw), n, seed).build() for m in (cy, py)]
+
+    for seed, n in enumerate([1000, 10, 3000, 8000, 1, 2000, 500, 12_000, 5]):
+        a, b = both(n, seed)
+        assert a == b, n
+    held = fill(cy.BatchBuilder(), 3000, 1)  # holds the kept buffer while others come and go
+    for seed, n in enumerate([2000, 5]):
+        a, b = both(n, seed + 50, compression="gzip")
+        assert a == b, n
+    assert held.build() == fill(py.BatchBuilder(), 3000, 1).build()
+    again = fill(cy.BatchBuilder(), 6000, 7)
+    again.build()
+    again.__init__(base_offset=9)
+    assert fill(again, 20, 8).build() == fill(py.BatchBuilder(base_offset=9), 20, 8).build()
+
+
 # -------------------------------------------------------------------------------- backend parity
 @settings(max_examples=60, deadline=None)
 @given(spec=batch_st)

@@ -2343,33 +2343,37 @@ cdef inline Py_ssize_t write_record_kv(uint8_t *p, Py_ssize_t body, int64_t ts_d
 
 
 # A builder's buffer starts at BUILDER_BUFFER bytes (most producer batches fit without a reallocation).  The
-# buffer of the last builder freed is kept for the next one: a producer builds one batch after another, and
-# malloc and free of a block this size cost as much as a one-record append.  (Both under the GIL.)
+# buffer of the last builder freed is kept for the next one, as it grew up to BUILDER_SPARE_MAX bytes (the
+# larger of two): a producer builds one batch after another, mostly of one size, and malloc and free of a
+# block this size cost as much as a one-record append, growing it again (a copy) more.  (All under the GIL.)
 cdef enum:
     BUILDER_BUFFER = 65536
+    BUILDER_SPARE_MAX = 1 << 20
 cdef uint8_t *_spare_buffer = NULL
+cdef Py_ssize_t _spare_cap = 0
 
 
 cdef uint8_t *_builder_buffer(Py_ssize_t *cap) except NULL:
     global _spare_buffer
     cdef uint8_t *buf = _spare_buffer
-    _spare_buffer = NULL
+    if buf != NULL:
+        _spare_buffer = NULL
+        cap[0] = _spare_cap
+        return buf
+    buf = <uint8_t *>malloc(BUILDER_BUFFER)
     if buf == NULL:
-        buf = <uint8_t *>malloc(BUILDER_BUFFER)
-        if buf == NULL:
-            raise MemoryError()
+        raise MemoryError()
     cap[0] = BUILDER_BUFFER
     return buf
 
 
 cdef void _builder_buffer_back(uint8_t *buf, Py_ssize_t cap) noexcept:
-    global _spare_buffer
+    global _spare_buffer, _spare_cap
     if buf == NULL:
         return
-    if _spare_buffer == NULL and cap == BUILDER_BUFFER:
-        _spare_buffer = buf
-    else:
-        free(buf)
+    if cap <= BUILDER_SPARE_MAX and (_spare_buffer == NULL or cap > _spare_cap):
+        buf, _spare_buffer, _spare_cap = _spare_buffer, buf, cap
+    free(buf)
 
 
 cdef dict _TS_BITS = TIMESTAMP_TYPE_BITS

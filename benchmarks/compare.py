@@ -322,16 +322,6 @@ def _(ctx):
                        inflate_threads=0)
 
 
-
-def _encode_impls(kx, codec, n, *args, zstd_frames=1, **kw):
-    """The three builders of an encode row on one workload (``args``/``kw``: the per-batch record count,
-    ``clock``, ``headers`` of _data's encode functions; ``zstd_frames``: kafkatx's only)."""
-    return {
-        "kafkatx": lambda: _data.encode_kafkatx(kx, codec, n, *args, zstd_frames=zstd_frames, **kw),
-        "aiokafka": lambda: _data.encode_aiokafka(codec, n, *args, **kw),
-        "kafka-python": lambda: _data.encode_kafka_python(codec, n, *args, **kw),
-    }
-
 @row("decode_crc_zstd_inline")
 def _(ctx):
     return _decode_row(ctx, "decode_crc_zstd_inline", "decode + CRC, zstd, inline (inflate_threads=0)", "zstd",
@@ -350,6 +340,16 @@ def check_peer_encoding(kx, lib, parts, codec, n):
         got = [(r.offset, r.timestamp, r.key, r.value) for r in kx.decode_records(built)]
         want = [(r.offset, r.timestamp, r.key, r.value) for r in kx.decode_records(expected)]
         assert got == want, f"{lib}: encoded records differ"
+
+
+def _encode_impls(kx, codec, n, *args, zstd_frames=1, **kw):
+    """The three builders of an encode row on one workload (``args``/``kw``: the per-batch record count,
+    ``clock``, ``headers`` of _data's encode functions; ``zstd_frames``: kafkatx's only)."""
+    return {
+        "kafkatx": lambda: _data.encode_kafkatx(kx, codec, n, *args, zstd_frames=zstd_frames, **kw),
+        "aiokafka": lambda: _data.encode_aiokafka(codec, n, *args, **kw),
+        "kafka-python": lambda: _data.encode_kafka_python(codec, n, *args, **kw),
+    }
 
 
 def _encode_row(ctx: Context, key, name, codec, zstd_frames=1):

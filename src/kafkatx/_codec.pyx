@@ -2517,9 +2517,6 @@ cdef class BatchBuilder:
             self._zs = kx_zstream_new(3 if self._level is None else self._level)
             if self._zs != NULL:
                 kx_zstd_expect()  # the first part is three quarters in: wake the worker
-                if self._len - RECORD_BATCH_OVERHEAD <= <Py_ssize_t>KX_ZSTD_PART:
-                    self._zs_next = RECORD_BATCH_OVERHEAD + <Py_ssize_t>KX_ZSTD_PART
-                    return 0
         if self._zs == NULL or kx_zstream_feed(self._zs, self._buf + RECORD_BATCH_OVERHEAD,
                                                <size_t>(self._len - RECORD_BATCH_OVERHEAD)) < 0:
             # no memory for a copy: build() compresses the parts not queued yet

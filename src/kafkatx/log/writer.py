@@ -858,7 +858,7 @@ class PartitionWriter:
         chunk = self.write_buffer_bytes
         views = [memoryview(p).cast("B") for p in parts]
         held = seg.size - seg.written
-        end = seg.written + held + sum(v.nbytes for v in views)
+        end = seg.size + sum(v.nbytes for v in views)
         cut = end - end % chunk
         if self._held is None:
             self._held = bytearray(chunk)

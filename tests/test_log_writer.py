@@ -7,10 +7,12 @@ log, Kafka's own storage goldens (``tests/vectors/java-storage/recover_segment_m
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pathlib
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -584,6 +586,53 @@ def test_a_held_write_that_fails_drops_only_the_append_being_made(tmp_path):
         for j in range(i, 40):  # the failed append is retried, as a producer would
             w.append(batch(pid=9, epoch=0, seq=3 * j, n=3, tag=b"r%d" % j))
     assert _files(tmp_path / "b" / "orders-0") == _files(tmp_path / "a" / "orders-0")
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE and SIGXFSZ (POSIX)")
+@pytest.mark.parametrize("held", [0, 4096])
+def test_a_write_that_fails_part_way_leaves_no_torn_append_behind(tmp_path, held):
+    """A write that stops part way through an append (here the file size limit: the write is short, the next
+    one fails with EFBIG; a disk filling up does the same) fails the append, which is then not made, and
+    the bytes of it that reached the file are cut off: the appends after it go where it would have, and the
+    log ends as a writer that never saw the failure leaves it (write-through, and holding appends)."""
+    import resource
+
+    kw = dict(write_buffer_bytes=held, segment_bytes=1 << 20)
+    tags = [b"r%d" % i for i in range(60)]
+    with PartitionWriter(tmp_path / "a" / "orders-0", clock=Clock(), **kw) as w:
+        for i, tag in enumerate(tags):
+            w.append(batch(pid=9, epoch=0, seq=3 * i, n=3, tag=tag))
+    with PartitionWriter(tmp_path / "b" / "orders-0", clock=Clock(), **kw) as w:
+        seg = w._active
+
+        def written_now(i):  # the bytes of append i written by its own write (all of them write-through)
+            n = len(batch(n=3, tag=tags[i]))
+            return n if not held else (w.size_in_bytes + n) // held * held - w.size_in_bytes
+
+        i = 0
+        while i < 10 or written_now(i) < 2:  # up to an append whose write reaches the file
+            w.append(batch(pid=9, epoch=0, seq=3 * i, n=3, tag=tags[i]))
+            i += 1
+        leo, size = w.log_end_offset, w.size_in_bytes
+        limit = size + written_now(i) // 2  # the file may take half of what the append writes
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        old = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+        try:
+            with pytest.raises(OSError) as err:
+                w.append(batch(pid=9, epoch=0, seq=3 * i, n=3, tag=tags[i]))
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            signal.signal(signal.SIGXFSZ, old)
+        assert err.value.errno == errno.EFBIG
+        assert w.log_end_offset == leo and w.size_in_bytes == size
+        assert os.path.getsize(seg.log_path) == size and (not held or seg.written == size)
+        for j in range(i, len(tags)):  # the failed append is retried, as a producer would
+            w.append(batch(pid=9, epoch=0, seq=3 * j, n=3, tag=tags[j]))
+    assert _files(tmp_path / "b" / "orders-0") == _files(tmp_path / "a" / "orders-0")
+    w = PartitionWriter(tmp_path / "b" / "orders-0", clock=Clock())
+    assert w.recovery.truncated_bytes == 0 and w.log_end_offset == 3 * len(tags)
+    w.close()
 
 
 def test_a_crash_of_a_holding_writer_loses_only_what_it_held(tmp_path):

@@ -294,6 +294,15 @@ def _write_views(fd, views: list) -> tuple:
     return done, None
 
 
+def _cut_torn(fd, end: int, torn: int) -> None:
+    """After a write that failed part way (ENOSPC, EFBIG...): ``torn`` bytes of the append it was making
+    reached the file past ``end``, where the segment's bytes written end; they are cut off, so that the
+    next append goes at ``end``, not after a torn batch (which a reload would take for a crash's tail,
+    cutting every append after it)."""
+    if torn:
+        os.ftruncate(fd, end)
+
+
 def _read_leader_epochs(path) -> list[tuple[int, int]]:
     """Entries of a ``leader-epoch-checkpoint`` (version 0, count, ``epoch start_offset`` lines)."""
     try:
@@ -387,7 +396,8 @@ class PartitionWriter:
     VM does) caches a fresh segment as a read from disk through the reader's maps does, and reading it
     right away maps it 2 MiB at a time rather than 4 KiB at a time.  What is held is not in the file yet
     (another reader sees the log up to the last piece written; the indexes may point past it), and a
-    crash of the process loses it.  ``codec`` picks the codec
+    crash of the process loses it.  An append whose write fails (a full disk: the ``OSError`` is raised) is
+    not made, either way: what of it reached the file is cut off, and it can be made again.  ``codec`` picks the codec
     module (``"cython"``, ``"python"`` or a module; default: kafkatx's).  ``clock()`` returns
     milliseconds (marker and LogAppendTime timestamps).  ``timestamp_type="log_append_time"`` stamps
     the append time into client batches as a topic with ``message.timestamp.type=LogAppendTime``.
@@ -845,8 +855,9 @@ class PartitionWriter:
         if self.write_buffer_bytes:
             self._hold(seg, parts)
             return
-        _done, error = _write_views(seg.fd, [memoryview(p).cast("B") for p in parts])
+        done, error = _write_views(seg.fd, [memoryview(p).cast("B") for p in parts])
         if error is not None:
+            _cut_torn(seg.fd, seg.size, done)
             raise error
 
     def _hold(self, seg, parts):
@@ -886,6 +897,7 @@ class PartitionWriter:
         del out
         if error is not None:
             self._written_held(seg, min(done, held))
+            _cut_torn(seg.fd, seg.written, done - min(done, held))
             raise error
         pos = 0
         for v in rest:

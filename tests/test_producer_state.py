@@ -514,6 +514,23 @@ def test_replication_origin_skips_checks():
         m.append(data(1, 4, 1, 5), origin="leader")
 
 
+def test_origin_is_compared_by_value():
+    """An origin equal to "client" but not the interned constant (read from a file, built at run time) takes
+    the same checks: a known producer continuing its epoch is appended, an out-of-order one rejected."""
+    from kafkatx.producer_state import ORIGIN_CLIENT
+
+    origin = "".join(["cli", "ent"])
+    assert origin == "client" and origin is not ORIGIN_CLIENT
+    m = ProducerStateManager()
+    assert m.check_and_update(1, 0, 0, 0, 0, 0, 1, False, origin) is None
+    assert m.check_and_update(1, 0, 1, 1, 1, 1, 2, False, origin) is None
+    assert m.append(data(1, 0, 2, 2), origin=origin) == AppendResult(False, 2, 2, 1000, None)
+    assert m.producers[1].last_seq == 2 and m.map_end_offset == 3
+    with pytest.raises(OutOfOrderSequenceError):
+        m.check_and_update(1, 0, 5, 5, 3, 3, 3, False, origin)
+    assert m.check_and_update(1, 0, 1, 1, 1, 1, 2, False, origin).first_offset == 1  # a duplicate
+
+
 def test_coordinator_origin_checks_epoch_not_sequence():
     m = ProducerStateManager()
     m.check_and_update(1, 2, 0, 0, 0, 0, 1, False)
@@ -857,6 +874,26 @@ def test_validate_arrays_equals_row_by_row(rows, ids):
     assert got.tolist() == expect
     assert state(bulk) == state(ref)
     assert bulk.map_end_offset == ref.map_end_offset
+
+
+def test_validate_arrays_leaves_the_map_end_offset_as_append_does():
+    """Rows out of log order (offsets going back) and a manager already further on: the map end offset ends
+    where append() row by row leaves it, the last appended row's last offset + 1 (a rejected row's is not
+    taken)."""
+    rows = [data(1, 0, 0, 20, count=2), data(2, 0, 0, 3), data(1, 0, 9, 30)]  # the last is out of sequence
+    ref = ProducerStateManager()
+    ref.update_map_end_offset(1000)
+    for b in rows[:2]:
+        ref.append(b)
+    with pytest.raises(OutOfOrderSequenceError):
+        ref.append(rows[2])
+    bulk = ProducerStateManager()
+    bulk.update_map_end_offset(1000)
+    cols = [np.array(c) for c in zip(*(b[:8] for b in rows))]
+    got = bulk.validate_arrays(*cols)
+    assert got.tolist() == [RESULT_APPENDED, RESULT_APPENDED, RESULT_OUT_OF_ORDER_SEQUENCE]
+    assert bulk.map_end_offset == ref.map_end_offset == 4
+    assert state(bulk) == state(ref)
 
 
 def test_validate_arrays_long_runs_use_bulk_path_and_agree():

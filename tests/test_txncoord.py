@@ -613,6 +613,42 @@ def test_producer_ids_are_never_handed_out_twice(tmp_path):
     assert TransactionCoordinator(tmp_path / "old", clock=clock).init_producer_id(None) == (501, 0)
 
 
+def _open_files_under(path) -> list:
+    """The files under ``path`` this process holds open (Linux's /proc/self/fd)."""
+    root = os.path.realpath(path) + os.sep
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+        if target.startswith(root):
+            out.append(target)
+    return sorted(out)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="lists open files with Linux's /proc/self/fd")
+def test_a_coordinator_that_fails_to_open_leaves_no_file_open(tmp_path):
+    """The state log's writers opened before a later step of the constructor fails (here the producer id
+    block file, read after them) are closed before the error propagates, not left to the garbage collector
+    while the exception and its traceback are alive."""
+    from kafkatx.txncoord import PRODUCER_ID_BLOCK_FILE
+
+    clock = Clock()
+    with TransactionCoordinator(tmp_path, num_partitions=3, clock=clock) as coord:
+        p = TransactionalProducer(coord, "tx", clock=clock)
+        p.begin_transaction()
+        p.send("t", 0, [(b"k", b"v")])
+        p.commit_transaction()
+    assert any(n.startswith("__transaction_state-") for n in os.listdir(tmp_path))
+    assert _open_files_under(tmp_path) == []
+    (tmp_path / PRODUCER_ID_BLOCK_FILE).write_bytes(b"{")
+    with pytest.raises(KafkaTxError, match=PRODUCER_ID_BLOCK_FILE) as caught:
+        TransactionCoordinator(tmp_path, num_partitions=3, clock=clock)
+    assert caught.value.__traceback__ is not None  # the frames (and the coordinator in them) are still alive
+    assert _open_files_under(tmp_path) == []
+
+
 def test_reload_completes_a_transaction_a_crash_left_prepared(tmp_path, monkeypatch):
     clock = Clock()
     coord = TransactionCoordinator(tmp_path, clock=clock)

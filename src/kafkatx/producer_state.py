@@ -587,7 +587,7 @@ class ProducerStateManager:
         it does not move :attr:`map_end_offset` (call :meth:`update_map_end_offset`).
         """
         entry = self._producers.get(producer_id)
-        if entry is not None and origin is ORIGIN_CLIENT and producer_epoch == entry.producer_epoch:
+        if entry is not None and origin == ORIGIN_CLIENT and producer_epoch == entry.producer_epoch:
             # the common case: a known producer continuing its epoch
             batches = entry._batches
             if batches:
@@ -793,8 +793,9 @@ class ProducerStateManager:
         :data:`RESULT_INVALID_PRODUCER_EPOCH`, :data:`RESULT_INVALID_TXN_STATE`.  A rejected or
         duplicate batch changes nothing, exactly as if :meth:`check_and_update` had been called for each
         row in turn (batches of different producers are independent, so they are processed per
-        producer).  Rows with ``producer_id < 0`` are appended without checks.  The map end offset
-        becomes ``max(last_offsets of appended rows) + 1`` when that is larger.
+        producer).  Rows with ``producer_id < 0`` are appended without checks.  The map end offset is left
+        as :meth:`append` leaves it after each batch in turn: the last appended row's ``last_offset + 1``
+        (rows in log order only move it forward).
         """
         return _validate_arrays(self, producer_ids, producer_epochs, base_sequences, last_sequences, first_offsets,
                                 last_offsets, timestamps, is_transactional)  # fmt: skip

@@ -314,14 +314,19 @@ class TransactionCoordinator:
                                        for n in existing) if e]  # fmt: skip
             coordinator_epoch = max(last) + 1 if last else 0
         self.coordinator_epoch = int(coordinator_epoch)
-        for n in existing:
-            self._load_partition(n)
-        self._producer_ids = _ProducerIdBlocks(os.path.join(self.log_dir, PRODUCER_ID_BLOCK_FILE), first_producer_id)
-        self._producer_ids.raise_floor(self._max_known_producer_id() + 1)  # a log dir from before the block file
-        # transactions a crash left between Prepare* and Complete*: send their markers again
-        for meta in list(self._txns.values()):
-            if meta.state in (_S.PrepareCommit, _S.PrepareAbort):
-                self._complete(meta, commit=meta.state is _S.PrepareCommit)
+        try:
+            for n in existing:
+                self._load_partition(n)
+            self._producer_ids = _ProducerIdBlocks(os.path.join(self.log_dir, PRODUCER_ID_BLOCK_FILE),
+                                                   first_producer_id)  # fmt: skip
+            self._producer_ids.raise_floor(self._max_known_producer_id() + 1)  # a log dir from before the block file
+            # transactions a crash left between Prepare* and Complete*: send their markers again
+            for meta in list(self._txns.values()):
+                if meta.state in (_S.PrepareCommit, _S.PrepareAbort):
+                    self._complete(meta, commit=meta.state is _S.PrepareCommit)
+        except BaseException:
+            self.close()  # a coordinator that failed to open leaves no writer (file descriptors, maps) open
+            raise
 
     # ------------------------------------------------------------------------------ plumbing
     def _state_dir(self, n):

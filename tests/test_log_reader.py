@@ -246,6 +246,53 @@ def test_txnindex_files_come_from_the_listing_but_the_last_segments(codec, tmp_p
         w.close()
 
 
+@pytest.mark.parametrize("lost", ["last entry", "every entry", "the file"])
+def test_a_txnindex_lacking_the_newest_aborts_is_completed_from_the_log(codec, tmp_path, lost):
+    """The ABORT marker reaches the .log before its entry reaches the .txnindex: a crash between the two
+    writes, or a read while a writer is between them, finds the marker (the transaction is closed, the LSO
+    has moved past it) but not the entry.  The read must still hide the aborted records."""
+    from kafkatx import BatchBuilder
+    from kafkatx.log.writer import PartitionWriter
+
+    def txn_batch(pid, value):
+        b = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True)
+        b.append(value, b"k", timestamp=1_700_000_000_000)
+        return b.build()
+
+    src, d = tmp_path / "a" / "t-0", tmp_path / "b" / "t-0"
+    with PartitionWriter(src, codec=codec) as w:
+        w.append(txn_batch(1, b"aborted-1"))
+        w.append_marker("abort", producer_id=1, producer_epoch=0, coordinator_epoch=0)
+        w.append(txn_batch(3, b"committed"))
+        w.append_marker("commit", producer_id=3, producer_epoch=0, coordinator_epoch=0)
+        w.append(txn_batch(2, b"aborted-2"))
+        w.append_marker("abort", producer_id=2, producer_epoch=0, coordinator_epoch=0)
+        w.flush()
+        shutil.copytree(src, d)  # the files as a crash leaves them: no producer snapshot taken at the close
+    assert not [f for f in os.listdir(d) if f.endswith(".snapshot")]
+    with open_partition(d, codec=codec) as p:
+        whole = p.aborted_transactions_by_segment("txnindex")
+        assert [e.producer_id for e in whole[0]] == [1, 2]
+        expected = [r.value for r in p.read()]
+    assert expected == [b"committed"]
+    index = d / "00000000000000000000.txnindex"
+    keep = {"last entry": 34, "every entry": 0}.get(lost)
+    if keep is None:
+        index.unlink()
+    else:
+        with open(index, "r+b") as fh:
+            fh.truncate(keep)
+    with open_partition(d, codec=codec) as p:
+        assert p.last_stable_offset == p.log_end_offset == 6
+        assert [r.value for r in p.read()] == expected
+        assert p.read_table().column("value").to_pylist() == expected
+        assert p.aborted_transactions_by_segment("auto") == whole  # LSO fields included
+        if keep is not None:  # the file as it is: what trusting it alone would show
+            assert len(p.aborted_transactions_by_segment("txnindex")[0]) == keep // 34
+            with pytest.raises(LogInconsistencyError):
+                p.read(aborted_source="cross-check")
+
+
 def test_scan_opens_each_unmapped_segment_once(built, codec, monkeypatch):
     """The replay reads an unmapped segment's headers and its markers through one descriptor, and keeps
     none once it is done."""

@@ -65,7 +65,11 @@ because a transaction may start segments before its ABORT marker).  The per-segm
   broker would have written, so a segment that legitimately has no file gets none.  The scan runs only
   when a segment of the read has no file, and then from the newest usable producer snapshot at or below
   the read's first segment (its open transactions are the state the entries depend on), else from the
-  log start; when every segment of the read has its file, no segment is scanned.
+  log start; when every segment of the read has its file, no segment is scanned beyond the LSO's
+  replay.  A file is completed by the replay at hand (the LSO's, which covers the newest segments) with
+  the entries of markers past its last entry: an ABORT marker is written to the ``.log`` before its entry
+  to the ``.txnindex``, so the active segment's file read while a writer appends, or left by a crash
+  between the two writes, lacks its newest entries while the marker already moved the LSO on.
 * ``"cross-check"``: both; raises :class:`LogInconsistencyError` if any segment's
   ``(producer_id, first_offset, last_offset)`` entries differ between the file and the scan (a missing
   file where the scan finds aborted transactions counts as a difference), or if the aborted
@@ -656,6 +660,17 @@ def _replay_segment(seg, sc, from_offset, open_: dict, opened_at: dict, high_wat
     return out, unreplicated
 
 
+def _completed(entries: list, scanned) -> list:
+    """A segment's ``.txnindex`` entries, then those of a replay of its markers past the file's last one.  An
+    ABORT marker reaches the ``.log`` before its entry reaches the ``.txnindex`` (the broker and
+    :class:`~kafkatx.log.writer.PartitionWriter` write them in that order): a file read between the two
+    writes, or left by a crash between them, lacks its newest entries, and the marker has already closed the
+    transaction for the LSO."""
+    end = entries[-1].last_offset if entries else -1
+    extra = [e for e in scanned if e.last_offset > end]
+    return entries + extra if extra else entries
+
+
 # ------------------------------------------------------------------------------------------ releasing maps
 class _Releaser:
     """Unmaps closed segments on a background thread.  Unmapping a segment that was read costs about a
@@ -1198,10 +1213,14 @@ class Partition:
         (as a broker restores its state; every marker at or above the high watermark lies after it), else
         the full replay.  Always the same one, whatever else was replayed before: every other replay is
         checked against it."""
+        return self._unstable_replay()[0]
+
+    def _unstable_replay(self) -> tuple[_TxnScan, int]:
+        """:meth:`_unstable_scan` and the index of the first segment it covers."""
         snap = self._snapshot_at_or_below(self.high_watermark)
         if snap is None:
-            return self._replayed()
-        return self._replay_from(snap)[0]
+            return self._replayed(), 0
+        return self._replay_from(snap)
 
     @property
     def last_stable_offset(self) -> int:
@@ -1275,7 +1294,11 @@ class Partition:
         if source == "auto":
             entries = [seg.txn_index_entries() for seg in segs]
             if all(e is not None for e in entries):
-                return entries
+                # the segments the LSO's replay covered (the newest ones; it is made for every
+                # read_committed read anyway) have their files' newest entries checked against it
+                scan, k = self._unstable_replay()
+                return [e if i + first < k else _completed(e, scan.aborted[i + first - k])
+                        for i, e in enumerate(entries)]  # fmt: skip
             # a replay resolves the missing files: from a producer snapshot at or below the first segment
             # when there is one (the snapshot holds the open transactions an entry's LSO depends on)
             snap = None if self._txn_scan is not None or not segs else self._snapshot_at_or_below(segs[0].base_offset)
@@ -1284,7 +1307,7 @@ class Partition:
             else:
                 scan, k = self._replay_from(snap)
                 scanned = scan.aborted[first - k :]
-            return [list(sc) if e is None else e for e, sc in zip(entries, scanned)]
+            return [list(sc) if e is None else _completed(e, sc) for e, sc in zip(entries, scanned)]
         return [list(x) for x in self._replayed().aborted[first:]]
 
     def aborted_transactions(

@@ -117,6 +117,26 @@ def test_compressed_batch_kept_only_with_inner_offsets_from_zero(tmp_path):
     assert kept == {0: True, 5: False}
 
 
+@pytest.mark.parametrize("origin", ["client", "coordinator"])
+@pytest.mark.parametrize("last_offset_delta", [-5, 0, 999])
+def test_a_batch_whose_offset_range_is_not_its_record_count_is_refused(tmp_path, origin, last_offset_delta):
+    """LogValidator.validateBatch refuses a client's v2 batch whose lastOffsetDelta + 1 is not its count; a
+    coordinator's batch gets its last offset from its records as they are given offsets (setLastOffset), so
+    the log end never follows the header there either.  Here both are refused with nothing written: a header
+    saying -5 or 999 for 2 records must not move the log end back (the next append would reuse offsets) or
+    ahead."""
+    d = bytearray(batch(n=2))
+    struct.pack_into(">i", d, 23, last_offset_delta)
+    with PartitionWriter(tmp_path / "t-0") as w:
+        w.append(batch(n=3))
+        with pytest.raises(kafkatx.InvalidRecordError) as caught:
+            w.append(recrc(d), origin=origin)
+        assert caught.value.position == 23
+        assert w.log_end_offset == 3 and w.size_in_bytes == len(batch(n=3))
+        assert w.append(batch(n=2), origin=origin).first_offset == 3
+    assert [b.base_offset for b in iter_batches(log_bytes(tmp_path / "t-0"))] == [0, 3]
+
+
 def test_log_append_time_batch_from_client_rejected_on_log_append_time_topic(tmp_path):
     """LogValidator.validateTimestamp: with a LogAppendTime topic, a batch whose own timestamp type is
     LOG_APPEND_TIME is an INVALID_TIMESTAMP record error ("Producer should not set timestamp type to

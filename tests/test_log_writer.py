@@ -37,6 +37,8 @@ from kafkatx.log import OffsetIndex, TimeIndex, open_partition, read_checkpoint,
 from kafkatx.log.writer import (
     AppendInfo,
     LogClosedError,
+    LogSegmentOffsetOverflowError,
+    LogWriterError,
     PartitionWriter,
     RecordBatchTooLargeError,
     RecordTooLargeError,
@@ -331,6 +333,80 @@ def test_a_replicated_append_is_checked_whole_before_anything_is_written(part):
         with pytest.raises(RecordBatchTooLargeError):
             w.append(payload[: 2 * len(batch(n=1))] + batch(base_offset=3, n=1), origin="replication")
         assert w.log_end_offset == 0 and w.size_in_bytes == 0
+
+
+def test_replicated_offsets_far_past_a_segment_base(part):
+    """LogSegment.shouldRoll rolls for an offset too far past the base for an index entry even when the active
+    segment is empty, and LogSegment.append checks the range before writing: an append at 3,000,000,000 into
+    a new log starts a segment there (it does not go into segment 0, which a reopen would cut), and one whose
+    batches span more than 2^31 offsets is refused with nothing written."""
+    far = 3_000_000_000
+    with PartitionWriter(part) as w:
+        info = w.append(batch(base_offset=far, n=2) + batch(base_offset=far + 2, n=1), origin="replication")
+        assert (info.first_offset, info.last_offset, info.segment_base_offset) == (far, far + 2, far)
+        assert w.segments == [far] and log_files(part) == [f"{far:020d}.log"]
+        before = dir_state(part), w.log_end_offset, w.segments
+        with pytest.raises(LogSegmentOffsetOverflowError) as caught:
+            w.append(batch(base_offset=far + 3, n=1) + batch(base_offset=far + 3 + (1 << 31), n=1),
+                     origin="replication")  # fmt: skip
+        assert isinstance(caught.value, KafkaTxError)
+        # (rolled first, as Kafka's maybeRoll does before the segment refuses the append: an empty segment)
+        logs = {k: v for k, v in dir_state(part).items() if k.endswith(".log")}
+        assert logs == {f"{far:020d}.log": before[0][f"{far:020d}.log"], f"{far + 3:020d}.log": b""}
+        assert w.log_end_offset == before[1]
+        w.append(batch(base_offset=far + 3, n=1), origin="replication")
+        leo = w.log_end_offset
+    w = PartitionWriter(part)
+    try:
+        assert w.recovery.truncated_bytes == 0 and w.log_end_offset == leo == far + 4
+    finally:
+        w.close()
+    with open_partition(part) as p:
+        assert [r.offset for r in p.read()] == [far, far + 1, far + 2, far + 3]
+
+
+def test_a_replicated_append_gets_a_segment_with_index_room_for_its_batches(part):
+    """A follower's append of several batches may add an index entry a batch: the active segment is rolled
+    first if its indexes have no room for them, and an append no segment's indexes could take is refused
+    before anything is written (not after its bytes are in the file)."""
+    one = len(batch(n=1))
+    with PartitionWriter(part, index_interval_bytes=0, max_index_size=36) as w:  # 3 offset, 2 time entries
+        with pytest.raises(LogWriterError, match="index entries"):
+            w.append(b"".join(batch(base_offset=i, n=1) for i in range(8)), origin="replication")
+        assert w.log_end_offset == 0 and whole_log(part) == b""
+        w.append(batch(base_offset=0, n=1) + batch(base_offset=1, n=1), origin="replication")
+        assert w.segments == [0]
+        info = w.append(batch(base_offset=2, n=1) + batch(base_offset=3, n=1), origin="replication")
+        assert w.segments == [0, 2] and (info.segment_base_offset, info.position) == (2, 0)
+        w.append(batch(), origin="client")
+        assert w.log_end_offset == 7 and os.path.getsize(part / f"{2:020d}.log") == 2 * one + len(batch())
+    w = PartitionWriter(part)
+    try:
+        assert w.recovery.truncated_bytes == 0 and w.log_end_offset == 7
+    finally:
+        w.close()
+    with open_partition(part) as p:
+        assert [r.offset for r in p.read()] == list(range(7))
+
+
+def test_framing_errors_of_a_replicated_append_name_their_position_in_it(part):
+    first = batch(base_offset=0, n=1)
+    second = bytearray(batch(base_offset=1, n=1))
+    at = len(first)
+    for name, where, value, cls, pos in (("magic", 16, 1, InvalidRecordError, 16),
+                                         ("batch length", 8, 10, CorruptRecordError, 8)):  # fmt: skip
+        bad = bytearray(second)
+        if name == "magic":
+            bad[where] = value
+        else:
+            struct.pack_into(">i", bad, where, value)
+        with PartitionWriter(part) as w:
+            with pytest.raises(cls) as caught:
+                w.append(first + bytes(bad), origin="replication")
+            assert caught.value.position == at + pos, name
+            with pytest.raises(CorruptRecordError) as caught:
+                w.append(first + bytes(second[:40]), origin="replication")  # too short for a header
+            assert caught.value.position == at
 
 
 def test_last_stable_offset_of_a_replicated_abort_counts_the_whole_append(part):
@@ -764,6 +840,40 @@ def test_reopen_after_torn_tail_at_every_byte(tmp_path):
             assert p.truncated_tails == [] and p.log_end_offset == w.log_end_offset
             assert p.aborted_transactions_by_segment("txnindex") == p.aborted_transactions_by_segment("scan")
         shutil.rmtree(d.parent)
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_recovery_cuts_a_tail_batch_whose_magic_byte_rotted(tmp_path, magic):
+    """LogSegment.recover truncates at the first batch that fails ensureValid: a v2 batch whose magic byte
+    now says 0 or 1 is read as a legacy entry, whose CRC-32 does not match, and is cut (not raised while the
+    producer state is rebuilt, which left the log unopenable).  A sound legacy entry at the end is kept."""
+    src = tmp_path / "src" / "t-0"
+    with PartitionWriter(src, clock=Clock()) as w:
+        for _ in range(3):
+            w.append(batch(n=1))
+        last = w.append(batch(n=1, tag=b"last"))
+    name = log_files(src)[-1]
+    rotted = tmp_path / "rotted" / "t-0"
+    shutil.copytree(src, rotted)
+    with open(rotted / name, "r+b") as fh:
+        fh.seek(last.position + 16)
+        fh.write(bytes([magic]))
+    w = PartitionWriter(rotted, recovery_point=0)
+    try:
+        assert (w.recovery.truncated_at, w.recovery.truncated_bytes) == (last.position, last.size_in_bytes)
+        assert w.log_end_offset == 3
+    finally:
+        w.close()
+    legacy = tmp_path / "legacy" / "t-0"
+    shutil.copytree(src, legacy)
+    entries = (HERE / "vectors" / "java-golden" / f"legacy_v{magic}_none.bin").read_bytes()  # offsets 10-12
+    with open(legacy / name, "ab") as fh:
+        fh.write(entries)
+    w = PartitionWriter(legacy, recovery_point=0)
+    try:
+        assert w.recovery.truncated_bytes == 0 and w.log_end_offset == 13
+    finally:
+        w.close()
 
 
 def test_reopen_after_crash_without_close(tmp_path):

@@ -51,6 +51,7 @@ from .reader import (
 from .writer import (
     AppendInfo,
     LogClosedError,
+    LogSegmentOffsetOverflowError,
     LogWriterError,
     PartitionWriter,
     RecordBatchTooLargeError,
@@ -98,6 +99,7 @@ __all__ = [
     "wait_for_release",
     "AppendInfo",
     "LogClosedError",
+    "LogSegmentOffsetOverflowError",
     "LogWriterError",
     "PartitionWriter",
     "RecordBatchTooLargeError",

@@ -76,8 +76,9 @@ import random
 import struct
 import threading
 import time
+import zlib
 from bisect import bisect_right
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import NamedTuple
 
 try:
@@ -184,6 +185,11 @@ class UnexpectedAppendOffsetError(LogWriterError, ValueError):
 
 class LogClosedError(LogWriterError):
     """The writer was closed."""
+
+
+class LogSegmentOffsetOverflowError(LogWriterError, ValueError):
+    """A replicated append whose offsets no segment can hold: its last offset lies more than 2^31 - 1 past
+    its first (Kafka's LogSegmentOffsetOverflowException; nothing is written)."""
 
 
 # ------------------------------------------------------------------------------------------- results
@@ -543,8 +549,11 @@ class PartitionWriter:
         (``origin="replication"``: offsets, leader epochs and markers are kept; framing, CRC, offset order and
         the producer-state rules a follower applies -- a transactional producer's open transaction takes
         only transactional batches -- are checked for every batch before any is written, the whole append
-        goes into one segment and must fit in one, and the returned info covers all of it).  ``origin="coordinator"`` is the coordinator writing its own
-        (non-control) state records: validated like a client batch except for the client-only rules.
+        goes into one segment and must fit in one, its size, its offsets (no more than 2^31 - 1 past its
+        first: :class:`LogSegmentOffsetOverflowError`) and its index entries, and the returned info covers
+        all of it).  ``origin="coordinator"`` is the coordinator writing its own (non-control) state
+        records: validated like a client batch except for the client-only rules (a zero base offset, no
+        control batches, a sequence with a producer id).
 
         Returns an :class:`AppendInfo`; a duplicate of one of the producer's last five batches returns
         the original offsets and writes nothing.  Every rejection (:class:`~kafkatx.errors.KafkaTxError`
@@ -559,21 +568,24 @@ class PartitionWriter:
             raise ValueError(f"origin must be one of {_ORIGINS}, got {origin!r}")
         return self._append_leader(batch_bytes, origin)
 
-    def _check_framing(self, view, n):
+    def _check_framing(self, view, n, at: int = 0):
+        """The header fields and the size of the batch at the start of ``view`` (``n`` bytes), which starts at
+        byte ``at`` of the append (where errors say they are)."""
         if n < _HEADER_SIZE:
             if n >= 17 and view[16] != 2:
-                raise InvalidRecordError(f"batch magic {view[16]} is not supported: only magic v2 is written", 16)
-            raise CorruptRecordError(f"a record batch needs at least {_HEADER_SIZE} bytes, got {n}", 0)
+                raise InvalidRecordError(f"batch magic {view[16]} is not supported: only magic v2 is written",
+                                         at + 16)  # fmt: skip
+            raise CorruptRecordError(f"a record batch needs at least {_HEADER_SIZE} bytes, got {n}", at)
         fields = _HEADER.unpack_from(view, 0)
         magic = fields[3]
         if magic != 2:
-            raise InvalidRecordError(f"batch magic {magic} is not supported: only magic v2 is written", 16,
+            raise InvalidRecordError(f"batch magic {magic} is not supported: only magic v2 is written", at + 16,
                                      fields[0])  # fmt: skip
         length = fields[1]
         total = length + 12
         if total < _HEADER_SIZE:
-            raise CorruptRecordError(f"record batch size {total} is smaller than the minimum {_HEADER_SIZE}", 8,
-                                     fields[0])  # fmt: skip
+            raise CorruptRecordError(f"record batch size {total} is smaller than the minimum {_HEADER_SIZE}",
+                                     at + 8, fields[0])  # fmt: skip
         return fields, total
 
     def _append_leader(self, batch_bytes, origin):
@@ -600,14 +612,16 @@ class PartitionWriter:
             raise CrcMismatchError(f"Record is corrupt (stored crc = {crc}, computed crc = {computed})", 17)
         if attrs & 0x07 > 4:
             raise UnsupportedCompressionError(f"unknown compression type id {attrs & 0x07}", 21)
-        # LogValidator.validateBatch
+        # LogValidator.validateBatch checks a client's offset range and count; a coordinator's batch gets
+        # its last offset from the records it holds as its offsets are assigned (setLastOffset), so the log
+        # end offset follows the record count: here a batch whose header says otherwise is refused
+        if lod < 0:
+            raise InvalidRecordError(f"Batch has an invalid offset range: last offset delta {lod}", 23)
+        if count <= 0:
+            raise InvalidRecordError(f"Invalid reported count for record batch: {count}", 57)
+        if lod + 1 != count:
+            raise InvalidRecordError(f"Inconsistent batch offset range [0, {lod}] and count of records {count}", 23)
         if origin == ORIGIN_CLIENT:
-            if lod < 0:
-                raise InvalidRecordError(f"Batch has an invalid offset range: last offset delta {lod}", 23)
-            if count <= 0:
-                raise InvalidRecordError(f"Invalid reported count for record batch: {count}", 57)
-            if lod + 1 != count:
-                raise InvalidRecordError(f"Inconsistent batch offset range [0, {lod}] and count of records {count}", 23)
             if attrs & _CONTROL:
                 raise InvalidRecordError("Clients are not allowed to write control records", 21)
             if pid >= 0 and bseq < 0:
@@ -742,7 +756,7 @@ class PartitionWriter:
         expected = self._leo
         while pos < n:
             rest = view[pos:]
-            fields, total = self._check_framing(rest, rest.nbytes)
+            fields, total = self._check_framing(rest, rest.nbytes, pos)
             if total > rest.nbytes:
                 raise CorruptRecordError(f"truncated record batch: header says {total} bytes, {rest.nbytes} left",
                                          pos + 8, fields[0])  # fmt: skip
@@ -777,7 +791,7 @@ class PartitionWriter:
         first = spans[0][2][0]
         last = expected - 1
         max_ts = max(fields[8] for _pos, _total, fields in spans)
-        seg = self._maybe_roll(n, first, last, max_ts)
+        seg = self._maybe_roll(n, first, last, max_ts, [total for _pos, total, _fields in spans])
         start = seg.size
         self._write(seg, (view,))
         for pos, total, fields in spans:
@@ -939,23 +953,59 @@ class PartitionWriter:
         seg.size = position + total
         self._segments[-1][1] = seg.size
 
-    def _maybe_roll(self, size, first_offset, last_offset, max_ts):
+    def _maybe_roll(self, size, first_offset, last_offset, max_ts, sizes=None):
+        """The segment an append of ``size`` bytes with offsets ``first_offset`` to ``last_offset`` goes to,
+        rolled first if LogSegment.shouldRoll says so: the segment would pass segment_bytes, an index is full,
+        the last offset is too far past the base for an index entry (even in an empty segment), or (a segment
+        with batches) segment_ms has passed.  ``sizes``: the sizes of a replicated append's batches, which
+        may add an index entry each: a segment without room for them is rolled too.  Raises before anything
+        is written if the append cannot go into any segment."""
         seg = self._active
-        if seg.size == 0:
-            return seg
         roll = (
             seg.size > self.segment_bytes - size
             or seg.index.is_full()
             or seg.timeindex.is_full()
             or last_offset - seg.base_offset > INT32_MAX
-            or (self.segment_ms is not None
+            or (sizes is not None and self._index_entries(seg, sizes) > self._index_room(seg))
+            or (seg.size > 0 and self.segment_ms is not None
                 and self._waited_for_roll(seg, max_ts) > self.segment_ms - seg.roll_jitter_ms)
         )  # fmt: skip
-        if not roll:
-            return seg
-        # UnifiedLog.maybeRoll rolls at the incoming batch's first offset, LocalLog.roll at no less than the log end
-        self._roll_at(max(first_offset, self._leo))
-        return self._active
+        if roll:
+            # UnifiedLog.maybeRoll rolls at the incoming batch's first offset, LocalLog.roll at no less than the
+            # log end
+            base = max(first_offset, self._leo)
+            if seg.size:
+                self._roll_at(base)
+            elif base != seg.base_offset:
+                self._replace_empty(base)
+            seg = self._active
+        if last_offset - seg.base_offset > INT32_MAX:  # LogSegment.ensureOffsetInRange, before the write
+            raise LogSegmentOffsetOverflowError(
+                f"the append's offsets {first_offset} to {last_offset} do not fit one segment of {self.path}: an "
+                f"index holds offsets up to 2^31 - 1 past its segment's base offset ({seg.base_offset})"
+            )
+        if sizes is not None and self._index_entries(seg, sizes) > self._index_room(seg):
+            raise LogWriterError(f"the append's {len(sizes)} batches need more index entries than a segment of "
+                                 f"{self.path} holds (max_index_size {self.max_index_size})")  # fmt: skip
+        return seg
+
+    def _index_entries(self, seg, sizes) -> int:
+        """How many entries appending batches of ``sizes`` bytes to ``seg`` adds to each of its indexes (as
+        _after_write makes them: one where more than index_interval_bytes came since the last)."""
+        since = seg.bytes_since_index
+        entries = 0
+        for total in sizes:
+            if since > self.index_interval_bytes:
+                entries += 1
+                since = 0
+            since += total
+        return entries
+
+    @staticmethod
+    def _index_room(seg) -> int:
+        """Entries both indexes of ``seg`` can still take (the time index keeps one for its closing entry)."""
+        return min(seg.index.max_entries - seg.index.entry_count,
+                   seg.timeindex.max_entries - 1 - seg.timeindex.entry_count)  # fmt: skip
 
     def _created_now(self) -> int:
         """The creation time of a segment object being made (read only when a time-based roll may need it)."""
@@ -991,6 +1041,9 @@ class PartitionWriter:
         old = self._active
         if old.size == 0:
             return old.base_offset
+        if base <= old.base_offset:  # LocalLog.roll: never onto or below a segment with batches
+            raise LogWriterError(f"cannot roll {self.path} at offset {base}: the active segment starts at "
+                                 f"{old.base_offset} and holds batches")  # fmt: skip
         self._write_held(old)
         old.close_indexes(fsync=self.fsync)
         if self.fsync:
@@ -1004,6 +1057,24 @@ class PartitionWriter:
         if self.fsync:
             fsync_dir(self.path)
         return base
+
+    def _replace_empty(self, base: int) -> None:
+        """Start the active segment, still empty, at ``base`` instead (a replicated append whose offsets lie
+        too far past its base offset): its files are removed (LocalLog.roll leaves an empty segment beside
+        the new one; it holds nothing) and the producer state is snapshotted at ``base``, as at a roll."""
+        old = self._active
+        old.close_indexes(fsync=False)
+        os.close(old.fd)
+        old.fd = None
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            with suppress(FileNotFoundError):
+                os.remove(old.path(suffix))
+        self._active = self._new_segment(base)
+        self._segments[-1] = [base, 0]
+        self._psm.map_end_offset = base
+        self._psm.take_snapshot(self.path, fsync=self.fsync)
+        if self.fsync:
+            fsync_dir(self.path)
 
     def _maybe_assign_epoch(self, epoch, start_offset):
         if epoch < 0 or (self._epochs and epoch <= self._epochs[-1][0]):
@@ -1480,7 +1551,9 @@ class PartitionWriter:
             try:
                 cols = self._codec.scan_batches(view, verify_crc=False)
                 limit = cols["valid_bytes"]
-            except CorruptRecordError as exc:  # bad framing: everything from that batch on is invalid
+            except KafkaTxError as exc:  # bad framing, a damaged magic: everything from that batch on is invalid
+                if exc.position is None and not isinstance(exc, CorruptRecordError):
+                    raise
                 limit = exc.position if exc.position is not None else 0
                 limit = self._frame_start(view, limit)
                 cols = self._codec.scan_batches(view[:limit], verify_crc=False)
@@ -1493,6 +1566,8 @@ class PartitionWriter:
                     (stored,) = _CRC_AT.unpack_from(view, pos + 17)
                     if crc32c(view[pos + 21 : pos + size]) != stored:
                         break
+                elif _CRC_AT.unpack_from(view, pos + 12)[0] != zlib.crc32(view[pos + 16 : pos + size]):
+                    break  # (a legacy entry's CRC-32, from its magic on, as Kafka's ensureValid checks it)
                 if boff < expected or last < boff or last - base > INT32_MAX:
                     break
                 expected = last + 1

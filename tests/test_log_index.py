@@ -294,6 +294,13 @@ def test_checkpoint_round_trip_and_bytes(tmp_path):
         ("0\n2\nt 0 5\nu 1 x\n", 4),
         ("0\n2\nt 0 5\n", None),
         ("0\n1\nt 0 5\nu 1 6\n", None),
+        # what Java's Integer.parseInt / Long.parseLong refuse and Python's int() takes
+        ("0\n1\nt 0 1_000\n", 3),
+        ("0\n1\nt 0 99999999999999999999\n", 3),
+        ("0\n1\nt 4294967296 5\n", 3),
+        ("0\n1\nt 0 \u0665\n", 3),
+        ("0\n1\n t 0 5\n", 3),  # a leading space: Kafka's split("\\s+") gives an empty first field
+        ("0\n1_0\nt 0 5\n", 2),
     ],
 )
 def test_malformed_checkpoints(tmp_path, text, line):
@@ -317,3 +324,5 @@ def test_checkpoint_lenient_cases(tmp_path):
     assert read_checkpoint(path) == {}
     path.write_text("0\n1\nt\t0   9\n")  # fields split on any whitespace, as Kafka's "\\s+"
     assert read_checkpoint(path) == {("t", 0): 9}
+    path.write_text("0\n1\nt 0 -9 \n")  # a sign; trailing empty fields dropped, as Java's split drops them
+    assert read_checkpoint(path) == {("t", 0): -9}

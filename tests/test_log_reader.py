@@ -14,8 +14,9 @@ import kafkatx
 import pytest
 
 from _log_build import PartitionBuilder, rec_tuple, standard_scenario
-from kafkatx.errors import CrcMismatchError, KafkaTxError
+from kafkatx.errors import CorruptRecordError, CrcMismatchError, KafkaTxError
 from kafkatx.log import (
+    CheckpointError,
     CorruptSegmentError,
     LogInconsistencyError,
     OffsetOutOfRangeError,
@@ -769,7 +770,98 @@ def test_checkpoints_bound_the_reads(built, codec, tmp_path):
     q.close()
 
 
+def test_damaged_log_start_and_recovery_point_checkpoints_are_ignored_with_a_warning(built, codec, tmp_path):
+    """LogManager.loadLogs resets an unreadable log-start or recovery-point checkpoint and goes on; the reader
+    does too, and says so.  An unreadable high-watermark checkpoint still raises: every read's bound would be
+    lost."""
+    root = tmp_path / "logdir"
+    root.mkdir()
+    shutil.copytree(built.dir, root / "t-0")
+    for name in ("log-start-offset-checkpoint", "recovery-point-offset-checkpoint"):
+        (root / name).write_text("0\n2\nt 0 5\n")  # says two entries, has one
+    expected = _tuples(built.expected("read_committed"))
+    with open_partition(root / "t-0", codec=codec) as p:
+        assert p.log_start_offset == built.segs[0].base and _tuples(p.read()) == expected
+        assert len(p.warnings) == 2 and all("Expected [2] entries" in w for w in p.warnings)
+    with open_log_dir(root, codec=codec) as logs:
+        assert _tuples(logs[("t", 0)].read()) == expected and len(logs[("t", 0)].warnings) == 2
+    (root / "replication-offset-checkpoint").write_text("0\n1\nt 0 1_0\n")
+    for opener in (lambda: open_partition(root / "t-0", codec=codec), lambda: open_log_dir(root, codec=codec)):
+        with pytest.raises(CheckpointError, match="replication-offset-checkpoint"):
+            opener()
+
+
+def test_a_log_start_checkpoint_past_the_log_end(built, codec, tmp_path):
+    """LogLoader deletes every segment when the log start checkpoint lies past the log end and starts the log
+    empty there: the log end, high watermark and LSO are the log start, and a read from it is empty."""
+    root = tmp_path / "logdir"
+    root.mkdir()
+    shutil.copytree(built.dir, root / "t-0")
+    start = built.log_end_offset + 100
+    write_checkpoint(root / "log-start-offset-checkpoint", {("t", 0): start})
+    with open_partition(root / "t-0", codec=codec) as p:
+        assert p.log_start_offset == p.log_end_offset == p.high_watermark == p.last_stable_offset == start
+        r = p.read()
+        assert list(r) == [] and r.next_offset == start
+        assert list(p.read(start, isolation="read_uncommitted")) == []
+
+
+@pytest.mark.parametrize("vector", ["legacy_v0_gzip", "legacy_v1_gzip"])
+def test_an_end_offset_inside_a_compressed_legacy_wrapper(codec, tmp_path, vector):
+    """A compressed legacy wrapper's header has only its last offset: a records or Arrow read that ends inside
+    it returns its records below the end and moves next_offset to the end (it returned nothing and stayed
+    put, so a loop reading on from next_offset never got past it).  Raw batches end before it, as the
+    broker's read ends at the position of the batch holding its bound."""
+    d = tmp_path / "old-0"
+    d.mkdir()
+    data = (VECTORS / "java-golden" / f"{vector}.bin").read_bytes()  # one wrapper: offsets 10..12
+    (d / "00000000000000000010.log").write_bytes(data)
+    with open_partition(d, codec=codec) as p:
+        for start, end, offsets in ((10, 12, [10, 11]), (11, 12, [11]), (10, 11, [10]), (10, 13, [10, 11, 12]),
+                                    (11, 13, [11, 12])):  # fmt: skip
+            r = p.read(start, end, isolation="read_uncommitted")
+            assert [x.offset for x in r] == offsets and r.next_offset == end, (start, end)
+            t = p.read_table(start, end, isolation="read_uncommitted")
+            assert t.column("offset").to_pylist() == offsets
+        r = p.read(10, 12, isolation="read_uncommitted", format="batches")
+        assert list(r) == [] and r.next_offset == 10
+        assert [b.last_offset for b in p.read(10, 13, isolation="read_uncommitted", format="batches")] == [12]
+
+
+def test_names_with_other_scripts_digits_are_not_segments_or_snapshots(built, codec, tmp_path):
+    d = _copy(built, tmp_path)
+    for odd in ("\u0660" * 20 + ".log", "0" * 19 + "\u00b2.snapshot", "0" * 19 + "\u0661.log"):
+        pathlib.Path(d, odd).write_bytes(b"")
+    with open_partition(d, codec=codec) as p:
+        assert [s.base_offset for s in p.segments] == [s.base for s in built.segs]
+        assert _tuples(p.read()) == _tuples(built.expected("read_committed"))
+
+
 # ------------------------------------------------------------------------------------ damage
+def test_a_zero_filled_tail_is_a_cut(codec, tmp_path):
+    """Zeros past the last batch -- what log.preallocate leaves in a broker's active segment, and what a crash
+    leaves where the file system had not written the data yet -- are a cut tail (reported, the log end and
+    reads as without them), not a corrupt batch; a non-zero byte among them is damage again."""
+    full, _prefix, _last = _cut_builder(tmp_path)
+    log = pathlib.Path(full.seg_path(len(full.segs) - 1))
+    size = log.stat().st_size
+    with open(log, "ab") as fh:
+        fh.write(bytes(5000))
+    for isolation in ISOLATIONS:
+        with open_partition(full.dir, codec=codec) as p:
+            assert p.log_end_offset == full.log_end_offset
+            assert _tuples(p.read(isolation=isolation)) == _tuples(full.expected(isolation))
+            assert p.read_table(isolation=isolation).num_rows == len(full.expected(isolation))
+            assert p.truncated_tails == [TruncatedTail(str(log), size, 5000)]
+    with open(log, "r+b") as fh:
+        fh.seek(size + 4000)
+        fh.write(b"\x01")
+    with open_partition(full.dir, codec=codec) as p:
+        with pytest.raises(CorruptRecordError) as caught:
+            p.read_table()
+        assert caught.value.file == str(log) and caught.value.position == size
+
+
 def _cut_builder(tmp_path):
     full = PartitionBuilder(tmp_path / "full")
     n = standard_scenario(full)

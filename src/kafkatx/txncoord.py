@@ -336,9 +336,9 @@ class TransactionCoordinator:
         out = []
         prefix = TXN_STATE_TOPIC + "-"
         for name in os.listdir(self.log_dir):
-            if name.startswith(prefix) and name[len(prefix):].isdigit() and os.path.isdir(
-                    os.path.join(self.log_dir, name)):  # fmt: skip
-                out.append(int(name[len(prefix) :]))
+            n = name[len(prefix) :]
+            if name.startswith(prefix) and n.isascii() and n.isdigit() and os.path.isdir(os.path.join(self.log_dir, name)):
+                out.append(int(n))
         return sorted(out)
 
     def _state_writer(self, n) -> PartitionWriter:

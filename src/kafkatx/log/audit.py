@@ -42,7 +42,7 @@ DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 15 * 60_000  # find-hanging --max-transacti
 TXN_STATE_TOPIC = "__transaction_state"
 _PENDING = (TransactionState.Ongoing, TransactionState.PrepareCommit, TransactionState.PrepareAbort)
 
-_PARTITION_DIR_RE = re.compile(r"^.+-\d+$")
+_PARTITION_DIR_RE = re.compile(r"^.+-[0-9]+$")
 
 
 class HangingTransaction(NamedTuple):

@@ -43,6 +43,7 @@ What Kafka does with the index length (``AbstractIndex``), and what this module 
 from __future__ import annotations
 
 import os
+import re
 
 from .._fileio import O_BINARY, O_CLOEXEC, atomic_write, pread, pwrite
 import struct
@@ -626,6 +627,10 @@ class TimeIndex(_Index):
 
 
 # ------------------------------------------------------------------------------------------ checkpoints
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+_JAVA_SPACES = re.compile(r"[ \t\n\x0b\f\r]+")  # Java's \s
+
+
 def read_checkpoint(path, *, missing_ok: bool = True) -> dict[tuple[str, int], int]:
     """``{(topic, partition): offset}`` from a Kafka offset checkpoint file (version 0).
 
@@ -649,13 +654,13 @@ def read_checkpoint(path, *, missing_ok: bool = True) -> dict[tuple[str, int], i
     if not lines:
         return {}
 
-    def to_int(s, lineno):
-        try:
-            if not s.strip() or s != s.strip():
-                raise ValueError
-            return int(s)
-        except ValueError:
-            raise CheckpointError(f"Malformed line in checkpoint file: {s!r}", path, lineno) from None
+    def to_int(s, lineno, bits=32, line=None):
+        # as Java's Integer.parseInt / Long.parseLong: an optional sign and digits, in range (Python's int()
+        # would also take spaces, underscores and other scripts' digits)
+        value = int(s) if _JAVA_INT.fullmatch(s) else None
+        if value is None or not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+            raise CheckpointError(f"Malformed line in checkpoint file: {s if line is None else line!r}", path, lineno)
+        return value
 
     version = to_int(lines[0], 1)
     if version != 0:
@@ -665,15 +670,15 @@ def read_checkpoint(path, *, missing_ok: bool = True) -> dict[tuple[str, int], i
     expected = to_int(lines[1], 2)
     out: dict[tuple[str, int], int] = {}
     for lineno, line in enumerate(lines[2:], start=3):
-        parts = line.split()
+        # as Kafka's line.split("\\s+"): a leading space makes an empty first field, trailing ones are dropped
+        parts = _JAVA_SPACES.split(line)
+        while parts and not parts[-1]:
+            parts.pop()
         if len(parts) != 3:
             raise CheckpointError(f"Malformed line in checkpoint file: {line!r}", path, lineno)
         topic = parts[0]
-        try:
-            partition = int(parts[1])
-            offset = int(parts[2])
-        except ValueError:
-            raise CheckpointError(f"Malformed line in checkpoint file: {line!r}", path, lineno) from None
+        partition = to_int(parts[1], lineno, 32, line)
+        offset = to_int(parts[2], lineno, 64, line)
         out[(topic, partition)] = offset
     found = len(lines) - 2
     if found != expected:

@@ -101,7 +101,13 @@ Damaged files
 * A segment cut mid-write (crashed broker): every complete batch is read, and the cut is reported in
   ``truncated_tails`` (:class:`TruncatedTail`: file, valid bytes, trailing bytes), never raised.  A
   length field corrupted to point past the end of the file cannot be told apart from a cut and is
-  reported the same way (Kafka's recovery would truncate there too).
+  reported the same way (Kafka's recovery would truncate there too), and so are zero bytes from where the
+  batches end to the end of the file (what ``log.preallocate`` leaves in an active segment, and a crash
+  where the file system had not written the data yet).
+* A damaged ``log-start-offset-checkpoint`` or ``recovery-point-offset-checkpoint`` is ignored with a line in
+  ``Partition.warnings`` (a broker resets them); a damaged ``replication-offset-checkpoint`` raises
+  :class:`~kafkatx.log.index.CheckpointError`.  A log start checkpoint past the log end makes the log empty
+  there, as the broker's loader leaves it.
 * A corrupt batch (CRC, magic, record framing, decompression) or offsets that do not increase raise
   the codec's error type, re-pointed at the segment: the message names the ``.log`` file and the byte
   position in it, ``error.file`` holds the path and ``error.position`` the position in the file.
@@ -138,6 +144,7 @@ from .index import (
     REPLICATION_OFFSET_CHECKPOINT,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    CheckpointError,
     OffsetIndex,
     TimeIndex,
     read_checkpoint,
@@ -165,8 +172,8 @@ PREFETCH_MIN_BYTES = 4 << 20  # reads smaller than this map their pages in as th
 PREFETCH_LEAD = 64 << 20  # read-ahead: log bytes of the segments after the one being read
 DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024  # log bytes decoded per feed (one Arrow batch at most per chunk)
 
-_SEGMENT_LOG_RE = re.compile(r"^(\d{20})\.log$")
-_PARTITION_DIR_RE = re.compile(r"^(.+)-(\d+)$")
+_SEGMENT_LOG_RE = re.compile(r"^([0-9]{20})\.log$")
+_PARTITION_DIR_RE = re.compile(r"^(.+)-([0-9]+)$")
 _ISOLATIONS = ("read_committed", "read_uncommitted")
 _FORMATS = ("records", "batches", "arrow")
 _SOURCES = ("auto", "txnindex", "scan", "cross-check")
@@ -250,6 +257,15 @@ def _np():
     except ImportError:  # pragma: no cover - numpy is optional
         return None
     return np
+
+
+def _all_zero(view) -> bool:
+    """Whether every byte of ``view`` is zero."""
+    np = _np()
+    if np is not None:
+        return not np.count_nonzero(np.frombuffer(view, dtype=np.uint8))
+    step = 1 << 22  # pragma: no cover - numpy is optional
+    return all(view[i : i + step].tobytes().count(0) == len(view[i : i + step]) for i in range(0, len(view), step))
 
 
 class _Scan:
@@ -500,11 +516,32 @@ class Segment:
                 data = self.mmap
                 with memoryview(data)[position:] as view:
                     cols = self._codec.scan_batches(view, verify_crc=verify, verify_control=self.verify_crc)
+        except CorruptRecordError as exc:
+            cols = self._scan_before_zeros(position, exc, verify)
+            if cols is None:
+                raise _relocate(exc, self.log_path, position) from exc
         except KafkaTxError as exc:
             raise _relocate(exc, self.log_path, position) from exc
         sc = _Scan(cols, position)
         self._check_offsets(sc)
         return sc
+
+    def _scan_before_zeros(self, position: int, exc: CorruptRecordError, verify: bool):
+        """The scan from ``position`` up to the entry ``exc`` (raised by a scan from there) stopped at, with the
+        rest of the file as trailing bytes, if that rest is all zero bytes, else None.  Zeros are what
+        ``log.preallocate`` leaves past the batches of a broker's active segment and what a crash leaves where
+        the file system had not written the data yet: a cut, not damage (LogSegment.recover truncates there)."""
+        at = exc.position
+        if at is None:
+            return None
+        data = self.mmap
+        stop = position + at
+        if not 0 <= stop < len(data) or not _all_zero(memoryview(data)[stop:]):
+            return None
+        with memoryview(data)[position:stop] as view:
+            cols = self._codec.scan_batches(view, verify_crc=verify, verify_control=self.verify_crc)
+        cols["trailing_bytes"] = len(data) - position - cols["valid_bytes"]
+        return cols
 
     def _check_offsets(self, sc: _Scan):
         n = len(sc)
@@ -945,9 +982,18 @@ class LogRead:
                 if tail not in self.truncated_tails:
                     self.truncated_tails.append(tail)
             n = len(sc)
-            # rows holding offsets >= start and starting below the upper bound (offsets increase: checked)
+            # rows holding offsets >= start and starting below the upper bound (offsets increase: checked).  A
+            # legacy compressed wrapper's header has only its last offset (its first is inside), so records
+            # and Arrow reads take the first row reaching the bound too and the filter (its LSO is the bound)
+            # cuts its records there; raw batches end before it, as the broker's read ends at the position of
+            # the batch holding its bound offset (LogSegment.translateOffset)
             lo = bisect_left(sc.last_offset, start, row0, n)
-            hi = bisect_left(sc.base_offset, upper, lo, n)
+            if self.format == "batches":
+                hi = bisect_left(sc.base_offset, upper, lo, n)
+            else:
+                hi = bisect_left(sc.last_offset, upper, lo, n)
+                if hi < n and (sc.base_offset[hi] < upper or sc.magic[hi] < 2):
+                    hi += 1
             if lo < hi:
                 if self.format == "arrow":
                     yield from self._gather(seg, sc, lo, hi, filt)
@@ -1077,7 +1123,7 @@ class Partition:
                     odd.append(f"{entry.path}: an unfinished segment swap (ignored)")
                 elif name.endswith(".snapshot"):
                     stem = name[: -len(".snapshot")]
-                    if len(stem) == 20 and stem.isdigit():
+                    if len(stem) == 20 and stem.isascii() and stem.isdigit():
                         snapshots.append(int(stem))
         self.warnings.extend(sorted(odd))
         bases.sort()
@@ -1116,7 +1162,10 @@ class Partition:
         last = self.segments[-1]
         sc = last.tail()
         # an empty active segment (just rolled, or cut before its first batch): the log end is its base
-        return sc.last_offset[len(sc) - 1] + 1 if len(sc) else last.base_offset
+        end = sc.last_offset[len(sc) - 1] + 1 if len(sc) else last.base_offset
+        # a log start checkpoint past the log end (LogLoader deletes every segment then and starts the log
+        # empty there): the log is empty at its log start
+        return max(end, self.log_start_offset)
 
     @property
     def high_watermark(self) -> int:
@@ -1471,16 +1520,25 @@ class Partition:
 
 
 # ------------------------------------------------------------------------------------------ opening
-def _checkpoints(log_dir: str) -> dict[str, dict]:
-    return {
-        name: read_checkpoint(os.path.join(log_dir, name))
-        for name in (REPLICATION_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT)
-    }
+def _checkpoints(log_dir: str) -> tuple[dict[str, dict], list[str]]:
+    """The log dir's checkpoint files, and what was wrong with them.  A damaged high-watermark checkpoint
+    raises :class:`CheckpointError` (the bound of every read would be lost); a damaged log-start or
+    recovery-point checkpoint is taken as empty with a warning, as a broker's LogManager.loadLogs resets
+    them (to the first segment's base offset, to 0)."""
+    out = {REPLICATION_OFFSET_CHECKPOINT: read_checkpoint(os.path.join(log_dir, REPLICATION_OFFSET_CHECKPOINT))}
+    warnings = []
+    for name in (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT):
+        try:
+            out[name] = read_checkpoint(os.path.join(log_dir, name))
+        except CheckpointError as exc:
+            out[name] = {}
+            warnings.append(f"{exc}: ignored, as a broker resets it")
+    return out, warnings
 
 
-def _partition_from(path, topic, partition, cps, codec, verify_crc):
+def _partition_from(path, topic, partition, cps, codec, verify_crc, warnings=()):
     key = (topic, partition)
-    return Partition(
+    p = Partition(
         path,
         topic=topic,
         partition=partition,
@@ -1490,6 +1548,8 @@ def _partition_from(path, topic, partition, cps, codec, verify_crc):
         log_start_offset=cps[LOG_START_OFFSET_CHECKPOINT].get(key),
         recovery_point=cps[RECOVERY_POINT_OFFSET_CHECKPOINT].get(key),
     )
+    p.warnings.extend(warnings)
+    return p
 
 
 def open_partition(path, *, codec=None, verify_crc: bool = True, checkpoints: bool = True) -> Partition:
@@ -1501,11 +1561,12 @@ def open_partition(path, *, codec=None, verify_crc: bool = True, checkpoints: bo
     path = os.fspath(path)
     topic, partition = parse_partition_dir_name(path)
     if checkpoints:
-        cps = _checkpoints(os.path.dirname(os.path.abspath(os.path.normpath(path))))
+        cps, warnings = _checkpoints(os.path.dirname(os.path.abspath(os.path.normpath(path))))
     else:
         cps = {REPLICATION_OFFSET_CHECKPOINT: {}, LOG_START_OFFSET_CHECKPOINT: {},
                RECOVERY_POINT_OFFSET_CHECKPOINT: {}}  # fmt: skip
-    return _partition_from(path, topic, partition, cps, codec, verify_crc)
+        warnings = []
+    return _partition_from(path, topic, partition, cps, codec, verify_crc, warnings)
 
 
 class LogDir(dict):
@@ -1531,7 +1592,7 @@ def open_log_dir(path, *, codec=None, verify_crc: bool = True) -> LogDir:
     """Open every ``<topic>-<partition>`` directory of a broker log dir (others, e.g. ``-delete`` or
     ``-future`` directories, are skipped)."""
     path = os.fspath(path)
-    cps = _checkpoints(path)
+    cps, warnings = _checkpoints(path)
     parts = {}
     for name in sorted(os.listdir(path)):
         full = os.path.join(path, name)
@@ -1541,5 +1602,5 @@ def open_log_dir(path, *, codec=None, verify_crc: bool = True) -> LogDir:
         if not m:
             continue
         topic, partition = m.group(1), int(m.group(2))
-        parts[(topic, partition)] = _partition_from(full, topic, partition, cps, codec, verify_crc)
+        parts[(topic, partition)] = _partition_from(full, topic, partition, cps, codec, verify_crc, warnings)
     return LogDir(path, parts, cps)

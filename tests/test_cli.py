@@ -497,6 +497,29 @@ def test_summary_missing_and_empty(capfd, tmp_path):
     assert code == 1 and "no .log segments" in err
 
 
+def test_summary_of_a_directory_ignores_a_log_file_not_named_by_offset(capfd, tmp_path):
+    """A stray ``-stray.log`` (sorting before the segments) is not a segment: it is reported and left out,
+    and the log start offset is the first segment's."""
+    side = sidecar("segment_mixed")
+    data = (GOLDEN / "segment_mixed.bin").read_bytes()
+    (tmp_path / "00000000000000000000.log").write_bytes(data)
+    (tmp_path / "-stray.log").write_bytes(data)  # (a copy: read as a segment, it would double the counts)
+    code, out, err = run(capfd, "summary", str(tmp_path))
+    assert code == 0, err
+    stray = tmp_path / "-stray.log"
+    assert err == f"kafkatx: warning: {stray}: not a segment file name (<20-digit base offset>.log), ignored\n"
+    got = summary_lines(out)
+    uncommitted, committed = visible_counts(side)
+    assert got["segments"] == "1 (00000000000000000000.log), log start offset 0"
+    assert got["read_uncommitted"] == f"{uncommitted} records"
+    assert got["read_committed"].startswith(f"{committed} records")
+    (tmp_path / "00000000000000000000.log").unlink()
+    code, out, err = run(capfd, "summary", str(tmp_path))
+    assert code == 1 and out == ""
+    assert err == f"kafkatx: error: {tmp_path}: no .log segments in this directory (-stray.log: not a segment file " \
+                  "name)\n"
+
+
 def test_summary_chunked_feed_equals_one_call(capfd, monkeypatch):
     code, whole, _ = run(capfd, "summary", str(SAMPLE))
     assert code == 0
@@ -612,6 +635,76 @@ def test_generate_through_the_cli(capfd, tmp_path):
     (tmp_path / "empty").mkdir()
     code, out, err = run(capfd, "hanging", str(tmp_path / "empty"))
     assert code == 2 and "no <topic>-<partition> directories" in err
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"{not json", "not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+        (b"\xff\xfe", "not UTF-8 text: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"),
+        (b"[]", "not a kafkatx-generate/1 manifest (a JSON list, not an object)"),
+        (b'{"format": "kafkatx-generate/2"}', "not a kafkatx-generate/1 manifest (format 'kafkatx-generate/2')"),
+        (b'{"format": "kafkatx-generate/1"}', "'seed' is missing"),
+        (b'{"format": "kafkatx-generate/1", "seed": "1"}', "'seed' is str '1', not int"),
+        ("partitions", "partition 'orders-0': 'log_end_offset' is missing"),
+        ("read_committed", "partition 'orders-0': read_committed: 'amount_cents_by_key' is list [], not dict"),
+    ],
+)
+def test_verify_reports_a_damaged_manifest(capfd, tmp_path, content, reason):
+    """A manifest.json that is not a generator's: one ManifestError naming the file and what is wrong, which
+    the CLI prints on one line (exit 1)."""
+    from kafkatx.log.generate import Manifest, ManifestError, generate
+
+    manifest = tmp_path / "manifest.json"
+    if isinstance(content, str):  # a generated manifest with one part of it damaged
+        d = generate(tmp_path, topics=("orders",), partitions=1, records=20, seed=1, workers=0).to_dict()
+        if content == "partitions":
+            d["partitions"]["orders-0"] = {}
+        else:
+            d["partitions"]["orders-0"]["read_committed"]["amount_cents_by_key"] = []
+        content = json.dumps(d).encode()
+    manifest.write_bytes(content)
+    with pytest.raises(ManifestError) as info:
+        Manifest.load(tmp_path)
+    assert isinstance(info.value, kafkatx.KafkaTxError)
+    assert (info.value.reason, info.value.file) == (reason, str(manifest))
+    code, out, err = run(capfd, "verify", str(tmp_path))
+    assert code == 1 and out == ""
+    assert err == f"kafkatx: error: {reason} (in {manifest})\n"
+
+
+@pytest.mark.parametrize(
+    "key, value, reason",
+    [
+        (None, b'{"amount_cents": 1}', "null key"),
+        (b"customer-0001", None, "null value"),
+        (b"\xff", b'{"amount_cents": 1}', "key is not UTF-8 ('utf-8' codec can't decode byte 0xff in position 0: "
+                                          "invalid start byte)"),
+        (b"customer-0001", b"hello", "value is not JSON (Expecting value: line 1 column 1 (char 0))"),
+        (b"customer-0001", b"{}", "value has no integer amount_cents (b'{}')"),
+        (b"k", b'{"amount_cents": "1"}', """value has no integer amount_cents (b'{"amount_cents": "1"}')"""),
+    ],
+)
+def test_verify_reports_a_record_the_generator_did_not_write(capfd, tmp_path, key, value, reason):
+    """Committed records that are not the generator's are a problem of their partition (the first described,
+    the others counted); the check goes on and the other partitions are still compared."""
+    from kafkatx.log import PartitionWriter, generate
+
+    m = generate(tmp_path, topics=("orders",), partitions=2, records=100, open_transactions=0, seed=1, workers=0)
+    leo = m.partitions["orders-0"]["log_end_offset"]
+    with PartitionWriter(tmp_path / "orders-0") as w:
+        for _ in range(3):
+            b = kafkatx.BatchBuilder()
+            b.append(value, key, timestamp=1_700_000_000_000)
+            w.append(b.build())
+    code, out, err = run(capfd, "verify", str(tmp_path))
+    assert code == 1
+    rows = {line.split()[0]: line.split()[-1] for line in out.splitlines()[1:]}
+    assert rows == {"orders-0": "MISMATCH", "orders-1": "ok"}
+    problems = [line for line in err.splitlines() if "orders-0: record at" in line]
+    assert problems == [f"kafkatx:   mismatch: orders-0: record at offset {leo} is not a generated record: {reason} "
+                        "(and 2 more)"]  # fmt: skip
+    assert "Traceback" not in err and "orders-1" not in err
 
 
 def test_python_dash_m_kafkatx_version():

@@ -593,6 +593,7 @@ class LogSummary:
     def __init__(self, display: str):
         self.display = display
         self.segments = []
+        self.ignored = []  # .log files of the directory whose name is not a segment's (not read)
         self.log_start_offset = None
         self.bytes = 0
         self.valid_bytes = 0
@@ -627,14 +628,20 @@ class LogSummary:
 
 
 def _segments_of(path: Path):
+    """The segment files to read, and the ``.log`` files of a directory that are not segments (their name does
+    not start with an offset, as ``-stray.log``): those are left out."""
     if path.is_dir():
-        segs = sorted(p for p in path.iterdir() if p.suffix == ".log" and p.is_file())
+        logs = sorted(p for p in path.iterdir() if p.suffix == ".log" and p.is_file())
+        segs = [p for p in logs if _offset_from_name(p.name) is not None]
+        ignored = [p for p in logs if _offset_from_name(p.name) is None]
         if not segs:
-            raise CliError(f"{path}: no .log segments in this directory")
-        return segs
+            names = ", ".join(p.name for p in ignored)
+            raise CliError(f"{path}: no .log segments in this directory" +
+                           (f" ({names}: not a segment file name)" if ignored else ""))  # fmt: skip
+        return segs, ignored
     if not path.exists():
         raise CliError(f"{path}: no such file or directory")
-    return [path]
+    return [path], []
 
 
 def _scan_segment(s: LogSummary, data) -> int:
@@ -719,7 +726,7 @@ def summarize(path, keep_first: int = 0) -> LogSummary:
     """Decode a segment file or a directory of ``.log`` segments; raises KafkaTxError on corrupt data."""
     path = Path(path)
     s = LogSummary(os.fspath(path))
-    segments = _segments_of(path)
+    segments, s.ignored = _segments_of(path)
     s.segments = [p.name for p in segments]
     s.log_start_offset = _offset_from_name(segments[0].name)
     in_dir = path.is_dir()
@@ -866,6 +873,9 @@ def _summary_paths(paths, keep_first: int = 0):
             _err(f"error: {exc}")
             status = max(status, exc.code)
             continue
+        sys.stdout.flush()
+        for p in s.ignored:
+            _err(f"warning: {p}: not a segment file name (<20-digit base offset>.log), ignored")
         _print_summary(s)
         results.append(s)
     return status, results

@@ -59,6 +59,7 @@ __all__ = [
     "generate",
     "main_generate",
     "Manifest",
+    "ManifestError",
     "record_checksum",
     "murmur2",
     "kafka_partition_for_key",
@@ -139,6 +140,42 @@ def _record_bytes(offset, key, value) -> bytes:
 
 
 # ------------------------------------------------------------------------------------ manifest
+class ManifestError(KafkaTxError, ValueError):
+    """A ``manifest.json`` that is not a generator's manifest (not UTF-8 JSON, not an object, another format,
+    a field missing or of the wrong type); the message names the file when it is known."""
+
+    def __init__(self, message: str, file: str | None = None):
+        super().__init__(f"{message} (in {file})" if file is not None else message)
+        self.reason = message
+        self.file = file
+
+    def __reduce__(self):
+        return (type(self), (self.reason, self.file))
+
+
+# the fields (name -> type) a manifest must have, those it may have, and those of each partition that
+# verify_directory reads
+_MANIFEST_FIELDS = {"seed": int, "params": dict, "partitions": dict, "duplicates_rejected": int,
+                    "zombie_writes_rejected": int, "records": int}  # fmt: skip
+_MANIFEST_OPTIONAL = {"transactions": dict, "transactional_ids": list, "transaction_state_partitions": list,
+                      "bytes": int, "checksum": str}  # fmt: skip
+_PARTITION_FIELDS = {"log_end_offset": int, "last_stable_offset": int, "read_committed": dict,
+                     "read_uncommitted": dict}  # fmt: skip
+_VISIBLE_FIELDS = {"records": int, "sha256": str}
+_COMMITTED_FIELDS = {**_VISIBLE_FIELDS, "amount_cents_by_key": dict}
+
+
+def _check_fields(d: dict, fields: dict, where: str, required: bool = True) -> None:
+    for name, kind in fields.items():
+        if name not in d:
+            if required:
+                raise ManifestError(f"{where}{name!r} is missing")
+            continue
+        v = d[name]
+        if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
+            raise ManifestError(f"{where}{name!r} is {type(v).__name__} {v!r:.40}, not {kind.__name__}")
+
+
 @dataclass
 class Manifest:
     """The content of ``manifest.json`` (see the module docstring); ``partitions`` maps
@@ -175,8 +212,20 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, d: dict) -> Manifest:
+        """The manifest of ``d`` (as :meth:`to_dict` makes it); raises :class:`ManifestError` if ``d`` is not
+        one: another format, or a field that is missing or of the wrong type."""
+        if not isinstance(d, dict):
+            raise ManifestError(f"not a {MANIFEST_FORMAT} manifest (a JSON {type(d).__name__}, not an object)")
         if d.get("format") != MANIFEST_FORMAT:
-            raise KafkaTxError(f"not a {MANIFEST_FORMAT} manifest (format {d.get('format')!r})")
+            raise ManifestError(f"not a {MANIFEST_FORMAT} manifest (format {d.get('format')!r:.40})")
+        _check_fields(d, _MANIFEST_FIELDS, "")
+        _check_fields(d, _MANIFEST_OPTIONAL, "", required=False)
+        for name, exp in d["partitions"].items():
+            if not isinstance(exp, dict):
+                raise ManifestError(f"partition {name!r} is {type(exp).__name__} {exp!r:.40}, not dict")
+            _check_fields(exp, _PARTITION_FIELDS, f"partition {name!r}: ")
+            _check_fields(exp["read_committed"], _COMMITTED_FIELDS, f"partition {name!r}: read_committed: ")
+            _check_fields(exp["read_uncommitted"], _VISIBLE_FIELDS, f"partition {name!r}: read_uncommitted: ")
         return cls(d["seed"], d["params"], d["partitions"], d["duplicates_rejected"], d["zombie_writes_rejected"],
                    d["records"], d.get("transactions", {}), d.get("transactional_ids", []),
                    d.get("transaction_state_partitions", []), d.get("bytes", 0), d["format"],
@@ -188,8 +237,18 @@ class Manifest:
         path = os.fspath(path)
         if os.path.isdir(path):
             path = os.path.join(path, MANIFEST_NAME)
-        with open(path, encoding="utf-8") as fh:
-            return cls.from_dict(json.load(fh))
+        with open(path, "rb") as fh:
+            data = fh.read()
+        try:
+            d = json.loads(data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ManifestError(f"not UTF-8 text: {exc}", path) from None
+        except (ValueError, RecursionError) as exc:  # (JSONDecodeError is a ValueError)
+            raise ManifestError(f"not JSON: {exc}", path) from None
+        try:
+            return cls.from_dict(d)
+        except ManifestError as exc:
+            raise ManifestError(exc.reason, path) from None
 
     def write(self, directory) -> str:
         path = os.path.join(os.fspath(directory), MANIFEST_NAME)

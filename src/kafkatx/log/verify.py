@@ -58,9 +58,38 @@ def verify_directory(root, manifest: Manifest | None = None, *, aborted_source: 
                 problems.append(f"{label}: {got[0]} records (sha256 {got[1][:12]}), manifest {want['records']} "
                                 f"(sha256 {want['sha256'][:12]})")  # fmt: skip
         sums = defaultdict(int)
+        foreign, first = 0, None  # records that are not the generator's: counted, the first one described
         for r in committed:
-            sums[r.key.decode()] += json.loads(r.value)["amount_cents"]
+            try:
+                key, amount = _amount_cents(r)
+            except ValueError as exc:
+                foreign += 1
+                first = first or f"record at offset {r.offset} is not a generated record: {exc}"
+                continue
+            sums[key] += amount
+        if foreign:
+            problems.append(first + (f" (and {foreign - 1} more)" if foreign > 1 else ""))
         if dict(sums) != exp["read_committed"]["amount_cents_by_key"]:
             problems.append("read_committed per-key sums of amount_cents differ from the manifest")
         checks.append(check)
     return VerifyReport(checks)
+
+
+def _amount_cents(record) -> tuple[str, int]:
+    """(key, amount_cents) of a record the generator wrote; raises ValueError saying why another one is not."""
+    if record.key is None:
+        raise ValueError("null key")
+    if record.value is None:
+        raise ValueError("null value")
+    try:
+        key = record.key.decode()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"key is not UTF-8 ({exc})") from None
+    try:
+        value = json.loads(record.value)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"value is not JSON ({exc})") from None
+    amount = value.get("amount_cents") if isinstance(value, dict) else None
+    if type(amount) is not int:
+        raise ValueError(f"value has no integer amount_cents ({bytes(record.value[:40])!r})")
+    return key, amount

@@ -640,6 +640,26 @@ def test_encode_arrow_timestamp_units(encoder):
     assert [r.timestamp for r in codec.decode_records(encoder.encode_arrow(t))] == [-1, 2]
 
 
+def test_encode_arrow_timestamps_past_int64_milliseconds(encoder):
+    """A time that does not fit int64 milliseconds is refused naming its row, never wrapped: seconds past
+    2^63 ms (10^17 s once became 7766279631452241920 ms), or µs/ns near -2^63 (their floor to milliseconds
+    wrapped to a time far in the future).  The last second that fits is written."""
+    top = ((1 << 63) - 1) // 1000  # the last second that fits
+    for unit, bad, match in (
+        ("s", 10**17, "10+ s in row 2, which does not fit int64 milliseconds"),
+        ("s", top + 1, f"{top + 1} s in row 2, which does not fit int64 milliseconds"),
+        ("s", -(10**17), r"negative time, before 1970, in row 2 \(-10+ s\)"),
+        ("us", -(1 << 63) + 1, "negative time, before 1970, in row 2"),
+        ("ns", -(1 << 63) + 1, "negative time, before 1970, in row 2"),
+    ):
+        for tz in (None, "UTC"):
+            t = pa.table({"value": [b"x", b"y", b"z"], "timestamp": pa.array([1, None, bad], pa.timestamp(unit, tz))})
+            with pytest.raises(InvalidAppendError, match=match):
+                encoder.encode_arrow(t)
+    t = pa.table({"value": [b"x"], "timestamp": pa.array([top], pa.timestamp("s"))})
+    assert encoder.decode_records(encoder.encode_arrow(t))[0].timestamp == top * 1000
+
+
 @pytest.mark.parametrize(
     "table, match",
     [
@@ -786,6 +806,35 @@ def test_to_pandas_headers_as_tuples(arrow, codec):
     assert len(empty) == 0 and empty.dtypes.to_dict() == df.dtypes.to_dict()
 
 
+def test_to_pandas_empty_has_the_same_dtypes(arrow, codec):
+    """An empty result's dtypes are a non-empty one's, column by column, whatever types_mapper maps (so
+    concatenating fetches keeps them); a headers column types_mapper gives a dtype keeps it, empty or not."""
+    b = codec.BatchBuilder()
+    b.append(b"v", key=b"k", timestamp=1, headers=[("a", b"1")])
+    b.append(b"w", timestamp=2)
+    data = b.build()
+
+    def lists_only(t):
+        return pd.ArrowDtype(t) if pa.types.is_list(t) else None
+
+    def binary_only(t):
+        return pd.ArrowDtype(t) if pa.types.is_binary(t) else None
+
+    for mapper in (None, pd.ArrowDtype, lists_only, binary_only):
+        for headers in ("tuples", "arrow"):
+            full = arrow.to_pandas(data, types_mapper=mapper, headers=headers)
+            want = full.dtypes.to_dict()
+            for empty in (arrow.to_pandas(b"", types_mapper=mapper, headers=headers),
+                          arrow.to_pandas(data, types_mapper=mapper, headers=headers, fetch_offset=2)):  # fmt: skip
+                assert len(empty) == 0 and empty.dtypes.to_dict() == want, (mapper, headers)
+                assert pd.concat([full, empty]).dtypes.to_dict() == want, (mapper, headers)
+            if mapper in (pd.ArrowDtype, lists_only):
+                assert isinstance(want["headers"], pd.ArrowDtype)
+                assert full["headers"].tolist()[0] == [{"key": "a", "value": b"1"}]
+            elif headers == "tuples":
+                assert want["headers"] == np.dtype(object) and list(full["headers"]) == [(("a", b"1"),), ()]
+
+
 def test_argument_errors_are_the_same_on_both_backends(codec):
     """columns= and aborted_transactions= are checked by one function for both backends and the Spark
     helpers: the same classes and messages (a string for columns is a TypeError, not a list of letters; a
@@ -893,6 +942,29 @@ def test_decode_column_fetch_sets_drop_truncated_tails(arrow, codec):
     # carrying the tails over glues a half batch to a whole one: that must fail loudly, never decode garbage
     with pytest.raises(CorruptRecordError):
         arrow.decode_column(pa.array(fetches), row_tails="carry")
+
+
+def test_decode_column_drop_tails_of_every_length(arrow, codec):
+    """A batch cut to any length, 0 to whole, is dropped with row_tails="drop" (whole, it is decoded): as a
+    row of its own, and after a whole batch in one row.  Shorter than the 12-byte log framing it has no
+    length field (an 11-byte row was once taken for a complete entry)."""
+    def batch(base):
+        b = codec.BatchBuilder(base_offset=base)
+        for i in range(2):
+            b.append(b"v%d" % (base + i), key=b"k", timestamp=T_BASE)
+        return b.build()
+
+    b0, b1, b2 = batch(0), batch(2), batch(4)
+    for cut in range(len(b1) + 1):
+        whole = cut == len(b1)
+        want = [0, 1, 2, 3, 4, 5] if whole else [0, 1, 4, 5]
+        info = {"next_offset": 6, "valid_bytes": len(b0) + len(b2) + (cut if whole else 0),
+                "trailing_bytes": 0 if whole else cut}  # fmt: skip
+        for rows in ([b0, b1[:cut], b2], [b0 + b1[:cut], b2]):
+            for typ in (pa.binary(), pa.large_binary()):
+                got = arrow.decode_column(pa.array(rows, typ), row_tails="drop")
+                assert got.column("offset").to_pylist() == want, (cut, len(rows), typ)
+                assert arrow.read_info(got) == info, (cut, len(rows), typ)
 
 
 def test_decode_column_empty_and_errors(arrow):

@@ -348,13 +348,22 @@ def encode_table(table, header_rows: bool = True):
         if pa.types.is_timestamp(t):
             import pyarrow.compute as pc
 
-            if t.unit in ("us", "ns"):  # finer units are floored to Kafka's milliseconds (a cast truncates)
-                col = pc.floor_temporal(col, unit="millisecond")
+            # checked in the column's own unit: the unchecked cast to milliseconds wraps seconds past
+            # 2^63 ms, and flooring µs/ns near -2^63 wraps too
+            raw = col.view(pa.int64())
+            span = pc.min_max(raw)  # (nulls when every one is null)
+            low, high = span["min"].as_py(), span["max"].as_py()
+            if low is not None and low < 0:  # (-1 ms would silently write "no timestamp")
+                row = pc.index(pc.less(raw, 0), True).as_py()
+                raise InvalidAppendError(f"column 'timestamp' holds a negative time, before 1970, in row {row} "
+                                         f"({raw[row].as_py()} {t.unit}): Kafka's timestamps are non-negative "
+                                         f"milliseconds (a null writes none)")  # fmt: skip
+            if t.unit == "s" and high is not None and high > INT64_MAX // 1000:
+                row = pc.index(pc.greater(raw, INT64_MAX // 1000), True).as_py()
+                raise InvalidAppendError(f"column 'timestamp' holds {raw[row].as_py()} s in row {row}, which does "
+                                         f"not fit int64 milliseconds")  # fmt: skip
+            # finer units are floored to Kafka's milliseconds (the cast truncates, the same for times from 1970)
             col = col.cast(pa.timestamp("ms", tz=t.tz), safe=False).view(pa.int64())
-            low = pc.min(col).as_py()  # (None when every one is null)
-            if low is not None and low < 0:  # (-1 would silently write "no timestamp")
-                raise InvalidAppendError(f"column 'timestamp' holds a negative time, before 1970 ({low} ms): Kafka's "
-                                         f"timestamps are non-negative milliseconds (a null writes none)")  # fmt: skip
         elif pa.types.is_integer(t):
             try:
                 col = col.cast(pa.int64())

@@ -128,8 +128,10 @@ def to_pandas(data, *, types_mapper=None, headers: str = "tuples", **decode_kwar
         raise ValueError(f"headers must be 'tuples' or 'arrow', got {headers!r}")
     batch = decode_arrow(data, **decode_kwargs)
     df = batch.to_pandas(types_mapper=types_mapper)
-    if headers == "tuples" and "headers" in df.columns and (df["headers"].dtype == object or not len(df)):
-        # (pandas makes an empty list column float64: an empty fetch gets the object column too)
+    # tuples where pyarrow's own conversion made the column (objects, or for an empty fetch what pandas
+    # infers), never over a dtype types_mapper chose: an empty fetch gets a non-empty one's dtype
+    htype = batch.schema.field("headers").type if "headers" in df.columns else None
+    if headers == "tuples" and htype is not None and (types_mapper is None or types_mapper(htype) is None):
         df["headers"] = _object_series(_header_tuples(batch.column("headers")), df.index)
     df.attrs.update(read_info(batch))
     return df
@@ -244,7 +246,8 @@ class _ColumnDecoder:
             be = (u8[idx].astype(np.int64) << 24) | (u8[idx + 1].astype(np.int64) << 16) \
                 | (u8[idx + 2].astype(np.int64) << 8) | u8[idx + 3].astype(np.int64)  # fmt: skip
             sizes[framed] = np.where(be >= 1 << 31, be - (1 << 32), be)
-        single = sizes + _LOG_OVERHEAD == lengths
+        # (a row shorter than the framing has no length field: its -1 must not match an 11-byte row)
+        single = framed & (sizes + _LOG_OVERHEAD == lengths)
         slow = ~single & (lengths > 0)
         if valid is not None:
             slow &= valid

@@ -64,8 +64,10 @@ LAST_STABLE_OFFSET_OFFSET = LAST_OFFSET_OFFSET + 8
 ENTRY_SIZE = LAST_STABLE_OFFSET_OFFSET + 8  # 34
 CURRENT_VERSION = 0
 
-_ENTRY = struct.Struct(">bxqqqq")  # version high byte (signed, as Java reads it), low byte skipped
-_ENTRY_OUT = struct.Struct(">hqqqq")
+# the version field is an int16 of which Kafka reads the high byte, signed (AbortedTxn.version(): buffer.get(0));
+# it is written as that byte and a 0 low byte (AbortedTxn writes putShort(CURRENT_VERSION), 0x0000), so an
+# entry read and written again reads back the same
+_ENTRY = struct.Struct(">bxqqqq")
 
 _DTYPE = None
 
@@ -255,13 +257,14 @@ def _entry_fields(entry):
 def encode_txnindex(entries: Iterable) -> bytes:
     """The bytes of a ``.txnindex`` holding ``entries`` (AbortedTxn or 4-tuples), in the given order.
 
-    The version is written as an int16 (0 for every entry Kafka writes).
+    The version (0 for every entry Kafka writes) is the high byte of the int16 field, as Kafka reads it: a
+    signed byte, -128 to 127, followed by a 0 byte.
     """
     out = bytearray()
     for e in entries:
         version, pid, first, last, lso = _entry_fields(e)
         try:
-            out += _ENTRY_OUT.pack(version, pid, first, last, lso)
+            out += _ENTRY.pack(version, pid, first, last, lso)
         except struct.error as exc:
             raise TxnIndexAppendError(f"cannot encode {e!r}: {exc}") from None
     return bytes(out)
@@ -348,7 +351,7 @@ class TransactionIndex:
         if version != CURRENT_VERSION:
             raise TxnIndexAppendError(f"cannot append an aborted transaction of version {version}")
         try:
-            data = _ENTRY_OUT.pack(version, pid, first, last, lso)
+            data = _ENTRY.pack(version, pid, first, last, lso)
         except struct.error as exc:
             raise TxnIndexAppendError(f"cannot encode {txn!r}: {exc}") from None
         fh = self._file()

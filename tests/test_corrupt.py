@@ -1121,3 +1121,129 @@ def test_decoded_offsets_and_timestamps_wrap_as_java_longs(codec):
     assert rb.column("offset").to_pylist() == [top - 1, bottom]
     assert rb.column("timestamp").cast(pa.int64()).to_pylist() == [5, 5 + top - (1 << 64)]
     assert list(codec.scan_batches(data)["last_offset"]) == [bottom]
+
+
+# ------------------------------------------------------------------------ what Kafka's readers let pass
+def _with_payload(payload, cid, n=5):
+    """A v2 batch of ``n`` records whose records are replaced by ``payload``, compressed with codec ``cid``."""
+    b = load_backend("python").BatchBuilder()
+    for i in range(n):
+        b.append(b"value-%d" % i, b"k%d" % i, timestamp=T0 + i)
+    plain = b.build()
+    out = bytearray(plain[:61]) + bytes(payload)
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">h", out, 21, cid)
+    struct.pack_into(">I", out, 17, load_backend("python").crc32c(bytes(out[21:])))
+    return bytes(out), plain[61:]
+
+
+@pytest.mark.parametrize("extra, ok", [
+    (b"\x1f\x8b", True),  # GZIPInputStream tries a following member only past 18 bytes after the trailer
+    (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff", True),
+    (b"\x1f\x8b\x07" + bytes(20), True),  # a malformed member header: ignored
+    (b"\x1f\x8b\x08\x02" + bytes(20), True),  # a header CRC that does not match: malformed
+    (b"\x1f\x8b\x08\x08" + bytes(6) + b"name-without-its-zero" * 2, True),  # a name cut short
+    (gzip.compress(b"more", mtime=0)[:-4] + bytes(12), False),  # a sound header: its member is inflated
+])  # fmt: skip
+def test_bytes_after_a_gzip_member(codec, extra, ok):
+    _, records = _with_payload(b"", 1)
+    data, _ = _with_payload(gzip.compress(bytes(records), mtime=0) + extra, 1)
+    if ok:
+        assert [r.value for r in codec.decode_records(data)] == [b"value-%d" % i for i in range(5)]
+    else:
+        with pytest.raises(DecompressionError):
+            codec.decode_records(data)
+    two, _ = _with_payload(gzip.compress(bytes(records[:40]), mtime=0) + gzip.compress(bytes(records[40:])), 1)
+    assert len(codec.decode_records(two)) == 5  # (a second member proper is still read)
+
+
+@pytest.mark.parametrize("extra, ok", [
+    (b"\x00", True), (b"\x00\x00\x00", True),  # snappy-java's reader stops where fewer than 4 bytes are left
+    (b"\x82SNA" + bytes(12), True),  # the magic's head, then no valid header: the end
+    (b"\x82SNA" + bytes(4), False),  # the magic's head and too few bytes for a header
+    (b"\x82SNAPPY\x00" + bytes(8), True),  # a concatenated header with nothing after it
+    (b"\x00\x00\x00\x09", False),  # a chunk running past the end
+])  # fmt: skip
+def test_bytes_after_xerial_snappy_chunks(codec, extra, ok):
+    _, records = _with_payload(b"", 2)
+    chunk = bytes(cramjam.snappy.compress_raw(bytes(records)))
+    framed = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + struct.pack(">i", len(chunk)) + chunk
+    data, _ = _with_payload(framed + extra, 2)
+    if ok:
+        assert [r.value for r in codec.decode_records(data)] == [b"value-%d" % i for i in range(5)]
+    else:
+        with pytest.raises(DecompressionError):
+            codec.decode_records(data)
+
+
+def test_an_lz4_end_mark_with_the_stored_bit(codec):
+    """Kafka's Lz4BlockInputStream masks the stored-block bit before it looks for the end mark (0)."""
+    _, records = _with_payload(b"", 3)
+    frame = lz4.frame.compress(bytes(records), block_linked=False, content_checksum=False)
+    assert frame[-4:] == bytes(4)
+    data, _ = _with_payload(frame[:-4] + b"\x00\x00\x00\x80", 3)
+    assert [r.value for r in codec.decode_records(data)] == [b"value-%d" % i for i in range(5)]
+    assert codec.decode_arrow(data).num_rows == 5
+
+
+def test_a_zstd_frame_needing_a_window_past_128_mib_is_refused(codec):
+    """Kafka's zstd reader streams with libzstd's default window limit (windowLogMax 27): a frame whose window
+    descriptor asks for more is refused, whichever library inflates it (a one-shot call would not look)."""
+    _, records = _with_payload(b"", 4)
+    frame = bytearray(zstandard.ZstdCompressor(write_content_size=False).compress(bytes(records)))
+    assert not frame[4] & 0x20  # not single-segment: byte 5 is the window descriptor
+    for exponent, mantissa, ok in ((17, 0, True), (17, 1, False), (18, 0, False)):
+        frame[5] = exponent << 3 | mantissa
+        data, _ = _with_payload(bytes(frame), 4)
+        if ok:
+            assert len(codec.decode_records(data)) == 5
+        else:
+            with pytest.raises(DecompressionError, match="window"):
+                codec.decode_records(data)
+            with pytest.raises(DecompressionError, match="window"):
+                codec.decode_arrow(data)
+
+
+def test_legacy_messages_read_as_kafka_reads_them(codec):
+    """DataLogInputStream.nextBatch ends a compressed wrapper's messages where the inflated bytes end inside an
+    entry's header or message (only a size below the minimum raises), and LegacyRecord reads key and value
+    from where they start, so bytes after the value are not looked at."""
+    inner = _inner([0, 1, 2])
+    for tail in (b"\x00" * 5, _inner([3])[:-4]):
+        data = _wrapper(2, inner + tail)
+        assert [r.offset for r in codec.decode_records(data)] == [0, 1, 2]
+    bad_size = _wrapper(2, inner + struct.pack(">qi", 3, 13) + bytes(13))
+    err = _expect(codec, PREFIX + bad_size, CorruptRecordError, batch_pos=len(PREFIX), base_offset=2)
+    assert "size 13" in str(err)
+    msg = _legacy_msg(1, 0, T0, b"k", b"v")
+    body = msg[4:] + b"??"
+    padded = struct.pack(">I", zlib.crc32(body)) + body
+    assert [(r.key, r.value) for r in codec.decode_records(_legacy_entry(7, padded))] == [(b"k", b"v")]
+    data = _wrapper(0, _legacy_entry(0, padded))
+    assert [(r.key, r.value) for r in codec.decode_records(data)] == [(b"k", b"v")]
+    # a key running past its message names the entry's offset
+    short = msg[4:14] + struct.pack(">i", 9)
+    with pytest.raises(CorruptRecordError, match="base offset 42"):
+        codec.decode_records(_legacy_entry(42, struct.pack(">I", zlib.crc32(short)) + short))
+
+
+def test_an_error_of_feed_carries_the_records_before_it(codec):
+    """Kafka's consumer hands out the records before a corrupt batch: a filter's feed() raising at one puts them
+    in the error's ``records`` (next_offset is past them), and holds the damaged batch and the rest back."""
+    good = b""
+    for base in (0, 2):
+        b = codec.BatchBuilder(base_offset=base)
+        b.append(b"v%d" % base, b"k", timestamp=T0)
+        b.append(b"v%d" % (base + 1), b"k", timestamp=T0)
+        good += b.build()
+    b = codec.BatchBuilder(base_offset=4)
+    b.append(b"v4", b"k", timestamp=T0)
+    bad = bytearray(b.build())
+    bad[-1] ^= 1
+    f = codec.ReadCommittedFilter(isolation="read_uncommitted")
+    with pytest.raises(CrcMismatchError) as caught:
+        f.feed(good + bytes(bad))
+    got = caught.value.records
+    assert [r.value for r in got] == [b"v0", b"v1", b"v2", b"v3"]
+    assert got.valid_bytes == len(good) and got.trailing_bytes == len(bad) and got.next_offset == 4
+    assert f.next_offset == 4 and f.pending_bytes == len(bad)

@@ -239,7 +239,7 @@ cdef Py_ssize_t _lz4_frame_inflate(const uint8_t *p, Py_ssize_t n, uint8_t *dst,
     while n - pos >= 4:
         size = _le32(p + pos)
         pos += 4
-        if size == 0:
+        if (size & 0x7FFFFFFFU) == 0:  # the end mark (Kafka takes one with the stored bit set too)
             return total
         m = size & 0x7FFFFFFFU
         if m > n - pos:
@@ -1581,7 +1581,12 @@ cdef class ReadCommittedFilter:
         return n
 
     def feed(self, data):
-        """Decode one chunk; returns the visible records (``next_offset`` tells where to go on)."""
+        """Decode one chunk; returns the visible records (``next_offset`` tells where to go on).
+
+        An error raised at a damaged batch carries, in its ``records`` attribute, the visible records
+        decoded before it (what the call would have returned up to there: ``next_offset`` is past them, as
+        Kafka's consumer hands out the records before a corrupt one); the damaged batch and what follows
+        are held back (:attr:`pending_bytes`)."""
         cdef _Buffer buf
         cdef Py_ssize_t consumed = 0
         out = RecordList()
@@ -1590,6 +1595,12 @@ cdef class ReadCommittedFilter:
         buf = _Buffer(data)
         try:
             self._run(buf, out, None, &consumed)
+        except KafkaTxError as exc:
+            out.valid_bytes = consumed
+            out.trailing_bytes = buf.size - consumed
+            out.next_offset = self.next_offset
+            exc.records = out
+            raise
         finally:
             self._pending = PyBytes_FromStringAndSize(<const char *>buf.ptr + consumed, buf.size - consumed) \
                 if consumed < buf.size else b""
@@ -1616,7 +1627,8 @@ cdef class ReadCommittedFilter:
         the columns are sized once for all the parts, and nothing is concatenated afterwards.
 
         ``valid_bytes`` is the sum over the parts; an error names the failing part in its ``part``
-        attribute (its position is within that part).
+        attribute (its position counts from the start of the bytes decoded with that part: those of an
+        incomplete batch carried over from the parts before it, then the part).
         """
         cdef _Buffer buf
         cdef Py_ssize_t consumed = 0, valid = 0
@@ -2027,6 +2039,7 @@ cdef enum:
     PRESIZE_LZ4_LAST_RATIO = 3
     PRESIZE_ZSTD_LAST_RATIO = 4
     ZSTD_BLOCK_OUT_MAX = 128 * 1024  # what one zstd block inflates to at most
+    ZSTD_MAX_WINDOW = 1 << 27  # the largest window Kafka's decoder takes (compression.ZSTD_MAX_WINDOW)
     LZ4_EXPANSION = 255     # an lz4 block inflates to at most 255x its size plus a token's slack
     LZ4_TOKEN_SLACK = 64    # (compression._LZ4_EXPANSION / _LZ4_TOKEN_SLACK, the bound it inflates with)
 
@@ -2055,7 +2068,7 @@ cdef Py_ssize_t _lz4_blocks(const uint8_t *p, Py_ssize_t n, Py_ssize_t *end, Py_
             return -1
         size = _le32(p + pos)
         pos += 4
-        if size == 0:
+        if (size & 0x7FFFFFFFU) == 0:  # the end mark (Kafka takes one with the stored bit set too)
             end[0] = pos
             return bound
         m = size & 0x7FFFFFFFU
@@ -2110,6 +2123,13 @@ cdef Py_ssize_t _zstd_frame(const uint8_t *p, Py_ssize_t n, Py_ssize_t pos, Py_s
         fcs |= (<uint64_t>p[pos + hdr + i]) << (8 * i)
     if fcs_len == 2:
         fcs += 256
+    # the window a decoder needs, at most what Kafka's (streaming, windowLogMax 27) takes: the content size of a
+    # single-segment frame, else the window descriptor's (compression._zstd_window)
+    if fhd & 0x20:
+        if fcs > ZSTD_MAX_WINDOW:
+            return -1
+    elif (p[pos + 5] >> 3) > 17 or ((p[pos + 5] >> 3) == 17 and p[pos + 5] & 7):
+        return -1
     pos += hdr + fcs_len
     while True:
         if n - pos < 3:

@@ -744,7 +744,12 @@ class ReadCommittedFilter:
         return n
 
     def feed(self, data) -> RecordList:
-        """Decode one chunk; returns the visible records (``next_offset`` tells where to go on)."""
+        """Decode one chunk; returns the visible records (``next_offset`` tells where to go on).
+
+        An error raised at a damaged batch carries, in its ``records`` attribute, the visible records
+        decoded before it (what the call would have returned up to there: ``next_offset`` is past them, as
+        Kafka's consumer hands out the records before a corrupt one); the damaged batch and what follows
+        are held back (:attr:`pending_bytes`)."""
         return self._feed(data, None)
 
     def feed_arrow(self, data, *, columns=None, large_binary: bool = False, binary_view: bool = False):
@@ -762,7 +767,8 @@ class ReadCommittedFilter:
         """:meth:`feed_arrow` over each of ``parts`` in turn, all visible records in one RecordBatch.
 
         ``valid_bytes`` is the sum over the parts; an error names the failing part in its ``part``
-        attribute (its position is within that part)."""
+        attribute (its position counts from the start of the bytes decoded with that part: those of an
+        incomplete batch carried over from the parts before it, then the part)."""
         schema = arrow_schema(columns, large_binary, binary_view)
         pairs = []
         valid = 0
@@ -809,6 +815,13 @@ class ReadCommittedFilter:
                 if batch.last_offset >= limit:
                     break  # straddles the LSO: records below it are out, the batch stays pending
                 consumed = batch.position + batch.size_in_bytes
+        except KafkaTxError as exc:
+            if pairs is None:  # feed(): the records before the error go with it
+                out.valid_bytes = consumed
+                out.trailing_bytes = it._end - consumed
+                out.next_offset = self.next_offset
+                exc.records = out
+            raise
         finally:
             if ahead is not None:
                 ahead.close()

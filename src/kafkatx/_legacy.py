@@ -28,8 +28,9 @@ def legacy_crc(buf, position: int, size: int) -> int:
     return zlib.crc32(memoryview(buf)[position + 16 : position + size]) & 0xFFFFFFFF
 
 
-def _message(buf, pos: int, end: int, where: int):
-    """Parse the legacy message at buf[pos:end] (after the 12-byte entry header)."""
+def _message(buf, pos: int, end: int, where: int, offset: int):
+    """Parse the legacy message at buf[pos:end] (after the 12-byte entry header).  Its key and value are read
+    from where they start, as Kafka's LegacyRecord reads them: bytes after the value are not looked at."""
     magic = buf[pos + 4]
     p = pos + 6
     ts = -1
@@ -39,18 +40,16 @@ def _message(buf, pos: int, end: int, where: int):
     parts = []
     for what in ("key", "value"):
         if end - p < 4:
-            raise CorruptRecordError(f"legacy message {what} length runs past the message", where)
+            raise CorruptRecordError(f"legacy message {what} length runs past the message", where, offset)
         (n,) = struct.unpack_from(">i", buf, p)
         p += 4
         if n < 0:
             parts.append(None)
             continue
         if n > end - p:
-            raise CorruptRecordError(f"legacy message {what} of {n} bytes runs past the message", where)
+            raise CorruptRecordError(f"legacy message {what} of {n} bytes runs past the message", where, offset)
         parts.append(bytes(buf[p : p + n]))
         p += n
-    if p != end:
-        raise CorruptRecordError("legacy message has bytes after its value", where)
     return ts, parts[0], parts[1]
 
 
@@ -82,7 +81,7 @@ def parse_legacy(buf, position: int, size: int, max_decompressed: int, verify_cr
     cid = attributes & 0x07
     if cid > 3:
         raise UnsupportedCompressionError(f"invalid legacy compression type id {cid}", position + 17, offset)
-    ts, key, value = _message(buf, position + 12, position + size, position)
+    ts, key, value = _message(buf, position + 12, position + size, position, offset)
     if not cid:
         return offset, offset, crc, attributes, ts, [Record(offset, ts, key, value, (), -1)]
     if value is None:
@@ -94,12 +93,14 @@ def parse_legacy(buf, position: int, size: int, max_decompressed: int, verify_cr
     entries = []
     p = 0
     n = len(inner)
-    while p < n:
-        if n - p < LOG_OVERHEAD:
-            raise CorruptRecordError("truncated inner legacy entry in compressed wrapper", position, offset)
+    # (Kafka's DataLogInputStream.nextBatch: an entry whose header or message is cut short by the end of the
+    # inflated bytes ends them, a size below the minimum raises)
+    while n - p >= LOG_OVERHEAD:
         ioff, isize = _ENTRY.unpack_from(inner, p)
-        if isize < RECORD_OVERHEAD_V0 or isize > n - p - LOG_OVERHEAD:
+        if isize < RECORD_OVERHEAD_V0:
             raise CorruptRecordError(f"invalid inner legacy entry size {isize} in compressed wrapper", position, offset)
+        if isize > n - p - LOG_OVERHEAD:
+            break
         mstart = p + LOG_OVERHEAD
         mend = mstart + isize
         imagic = inner[mstart + 4]
@@ -118,7 +119,7 @@ def parse_legacy(buf, position: int, size: int, max_decompressed: int, verify_cr
                     position,
                     offset,
                 )
-        its, ikey, ival = _message(inner, mstart, mend, position)
+        its, ikey, ival = _message(inner, mstart, mend, position, offset)
         entries.append((ioff, imagic, its, ikey, ival))
         p = mend
     if not entries:

@@ -150,11 +150,38 @@ def _gunzip(data, max_size: int) -> bytes:
         if not d.eof:
             raise DecompressionError("truncated gzip payload: the stream ends before its trailer")
         rest = d.unused_data
-        # GZIPInputStream reads a following member only if it starts with the gzip magic
-        if len(rest) >= 2 and rest[0] == 0x1F and rest[1] == 0x8B:
+        # GZIPInputStream.readTrailer tries a following member only if more than 26 bytes are left in its
+        # buffer with the trailer's 8 (the end of a payload is), and only if that member's header parses: a
+        # malformed one (not the gzip magic, another method, cut short) is ignored
+        if len(rest) > 18 and _gzip_header_end(rest) is not None:
             buf = rest
             continue
         return b"".join(out)
+
+
+def _gzip_header_end(buf):
+    """Where the gzip member header at the start of ``buf`` ends, as java.util.zip.GZIPInputStream.readHeader
+    reads it (the magic, method 8, the flags' optional fields, a header CRC that matches), or None."""
+    n = len(buf)
+    if n < 10 or buf[0] != 0x1F or buf[1] != 0x8B or buf[2] != 8:
+        return None
+    flg = buf[3]
+    pos = 10
+    if flg & 0x04:  # FEXTRA
+        if n - pos < 2:
+            return None
+        pos += 2 + (buf[pos] | buf[pos + 1] << 8)
+    for flag in (0x08, 0x10):  # FNAME, FCOMMENT: zero-terminated
+        if flg & flag:
+            end = buf.find(b"\0", pos) if pos <= n else -1
+            if end < 0:
+                return None
+            pos = end + 1
+    if flg & 0x02:  # FHCRC: the low 16 bits of the CRC-32 of the header so far
+        if n - pos < 2 or (buf[pos] | buf[pos + 1] << 8) != zlib.crc32(buf[:pos]) & 0xFFFF:
+            return None
+        pos += 2
+    return pos if pos <= n else None
 
 
 def _gzip(data, level: int | None) -> bytes:
@@ -195,6 +222,9 @@ def _unsnappy_raw(snappy, block, budget: int, max_size: int) -> bytes:
         raise DecompressionError(f"invalid snappy payload: {exc}") from None
 
 
+_XERIAL_HEAD = struct.unpack(">i", XERIAL_MAGIC[:4])[0]  # the magic's first 4 bytes read as a chunk length
+
+
 def _unsnappy(data, max_size: int) -> bytes:
     snappy = _import("cramjam", "snappy").snappy
     mv = memoryview(data)
@@ -205,15 +235,15 @@ def _unsnappy(data, max_size: int) -> bytes:
     total = 0
     pos = 16
     end = len(mv)
-    while pos < end:
-        if end - pos >= 8 and bytes(mv[pos : pos + 8]) == XERIAL_MAGIC:
+    while end - pos >= 4:  # (snappy-java's SnappyInputStream ends where fewer than 4 bytes are left)
+        (n,) = struct.unpack_from(">i", mv, pos)
+        if n == _XERIAL_HEAD:  # concatenated stream: a header where a chunk length was expected
             if end - pos < 16:
                 raise DecompressionError(f"truncated xerial snappy header at payload byte {pos}")
-            pos += 16  # concatenated stream: a header where a chunk length was expected
+            if bytes(mv[pos : pos + 8]) != XERIAL_MAGIC:
+                break  # snappy-java: a header that is not one ends the stream
+            pos += 16
             continue
-        if end - pos < 4:
-            raise DecompressionError(f"truncated xerial snappy chunk length at payload byte {pos}")
-        (n,) = struct.unpack_from(">i", mv, pos)
         if n < 0 or n > end - pos - 4:
             raise DecompressionError(
                 f"xerial snappy chunk at payload byte {pos} declares {n} bytes, {end - pos - 4} remain"
@@ -377,8 +407,8 @@ def _lz4_frame_end(mv, desc_end: int):
             raise DecompressionError(f"truncated lz4 payload: block header missing at payload byte {pos}")
         (size,) = _U32LE(mv, pos)
         pos += 4
-        if size == 0:
-            break  # end mark
+        if not size & 0x7FFFFFFF:
+            break  # end mark (Kafka's Lz4BlockInputStream takes one with the stored bit set too)
         n = size & 0x7FFFFFFF
         if n > block_max:
             raise DecompressionError(f"invalid lz4 block of {n} bytes (maximum {block_max}) at payload byte {pos - 4}")
@@ -473,6 +503,12 @@ def _lz4(data, level: int | None) -> bytes:
 
 
 # --------------------------------------------------------------------------------------------- zstd
+def _zstd_window(descriptor: int) -> int:
+    """The window size a zstd frame's window descriptor byte gives (RFC 8878 3.1.1.1.2)."""
+    base = 1 << (10 + (descriptor >> 3))
+    return base + (base >> 3) * (descriptor & 7)
+
+
 def _zstd_frames(mv):
     """Walk zstd frame and block headers; yield (start, end, upper_bound_of_output) per data frame.
 
@@ -514,6 +550,10 @@ def _zstd_frames(mv):
         if fcs_len:
             raw = bytes(mv[pos + hdr : pos + hdr + fcs_len])
             content_size = int.from_bytes(raw, "little") + (256 if fcs_len == 2 else 0)
+        window = content_size if single_segment else _zstd_window(mv[pos + 5])
+        if window > ZSTD_MAX_WINDOW:  # (Kafka's streaming decoder refuses it: windowLogMax stays at 27)
+            raise DecompressionError(f"zstd frame at payload byte {pos} needs a window of {window} bytes, more than "
+                                     f"the {ZSTD_MAX_WINDOW} a decoder takes")  # fmt: skip
         pos += hdr + fcs_len
         bound = 0
         while True:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import threading
 import pathlib
 import shutil
 import struct
+import subprocess
+import sys
 
 import pyarrow as pa
 import kafkatx
@@ -709,6 +712,38 @@ def test_populate_is_a_hint_only(codec, tmp_path):
         assert m1[:] == data
         m1.close()
     assert codec.populate_many([]) == 0
+
+
+_POPULATE_CHILD = """
+import mmap, os, sys
+import {module} as codec
+try:  # a non-buffer among the items: a TypeError, and nothing released that was not had
+    codec.populate_many([(b"abc", 0, -1), (42, 0, -1)] + [(b"x", 0, -1)] * 64)
+except TypeError:
+    print("TypeError")
+path = sys.argv[1]
+with open(path, "wb") as fh:
+    fh.write(bytes(1 << 20))
+with open(path, "rb") as fh:
+    m = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+os.truncate(path, 4096)  # the file shrinks under the map (a follower's truncation, a recovery's cut)
+print(codec.populate(m, 0, len(m)), codec.populate_many([(m, 0, -1)]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or tuple(map(int, platform.release().split(".")[:2])) < (5, 14),
+                    reason="MADV_POPULATE_READ (Linux 5.14) reports pages past a file's end; touching them raises SIGBUS")  # fmt: skip
+def test_populate_survives_bad_items_and_a_file_that_shrank(codec, tmp_path):
+    """Run in a child (a crash would take the test run with it), its allocator filling fresh memory with
+    garbage: populate_many releases only the buffers it got, and populating pages past the end of a file
+    that shrank after it was mapped is a hint not taken (the read-ahead thread must not die of SIGBUS on
+    pages the decoder may never read)."""
+    module = "kafkatx._codec" if codec.BACKEND == "cython" else "kafkatx._codec_py"
+    env = dict(os.environ, MALLOC_PERTURB_="165")
+    done = subprocess.run([sys.executable, "-c", _POPULATE_CHILD.format(module=module), str(tmp_path / "f")],
+                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split() == ["TypeError", "False", "0"]
 
 
 def test_batches_format_is_the_raw_fetch(built, codec):

@@ -619,8 +619,8 @@ def test_hundreds_of_producers_inside_aborted_transactions_at_once(codec):
 def test_filter_touched_from_another_thread_while_it_decodes(codec):
     """The compiled filter decodes without the GIL, aborted transactions and markers included (the twin
     lets other threads run between its bytecodes).  Another thread adding aborted transactions meanwhile
-    gets a RuntimeError (the entries it would change are in use), never a crash; the decode's result is
-    unaffected."""
+    gets a RuntimeError (the entries it would change are in use), never a crash, and a feed while that thread
+    is adding gets one too; the decode's result is unaffected."""
     import threading
 
     parts, offset, aborted = [], 0, []
@@ -644,20 +644,50 @@ def test_filter_touched_from_another_thread_while_it_decodes(codec):
             except RuntimeError as exc:
                 refused.append(exc)
 
+    def feed():
+        while True:
+            try:
+                return f.feed_arrow(log)
+            except RuntimeError as exc:  # (the other thread was adding: fed again)
+                assert "another thread" in str(exc)
+
     thread = threading.Thread(target=add)
     thread.start()
     try:
-        got = [f.feed_arrow(log)]
+        got = [feed()]
         for _ in range(500):  # (fed again: nothing new is returned, but the log is walked again)
             if refused:
                 break
-            got.append(f.feed_arrow(log))
+            got.append(feed())
     finally:
         stop.set()
         thread.join()
     assert got[0].equals(want)
     assert all(g.num_rows == 0 for g in got[1:])
     assert refused and "another thread" in str(refused[0])
+
+
+def test_a_feed_while_aborted_transactions_are_being_added_is_refused(codec):
+    """add_aborted_transactions runs Python code as it iterates its argument (a generator, a key's __index__),
+    which lets another thread in: a feed meanwhile gets the RuntimeError a feed beside a feed gets, instead of
+    reading entries being changed under it."""
+    f = codec.ReadCommittedFilter(isolation=RC)
+    log = data(codec, 0, 3, pid=7, epoch=0, seq=0, txn=True) + marker("abort", 7, 0, 3)
+    seen = []
+
+    def pairs():
+        yield (9, 0)
+        for feed in (f.feed, f.feed_arrow, lambda b: f.feed_arrow_parts([b[:20], b[20:]])):
+            try:
+                feed(log[:50])  # (an incomplete batch: it would be held back)
+            except RuntimeError as exc:
+                seen.append(exc)
+        yield (7, 0)
+
+    f.add_aborted_transactions(pairs())
+    assert len(seen) == 3 and all("another thread" in str(e) for e in seen)
+    assert f.pending_bytes == 0 and f.next_offset is None  # the refused feeds changed nothing
+    assert offsets(f.feed(log)) == [] and f.next_offset == 4  # both pairs were added, the filter works on
 
 
 @pytest.mark.parametrize("compression", ["gzip", "snappy", "lz4", "zstd"])

@@ -20,7 +20,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport (INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
                           uint32_t, uint64_t)
 from libc.string cimport memcmp, memcpy, memset
-from libc.stdlib cimport malloc, realloc, free
+from libc.stdlib cimport calloc, malloc, realloc, free
 
 import array
 import importlib.machinery
@@ -495,13 +495,12 @@ def populate_many(items):
     cdef Py_ssize_t n = len(todo), k, got = 0, a, b
     cdef Py_buffer *views = <Py_buffer *>malloc((n if n else 1) * sizeof(Py_buffer))
     cdef Py_ssize_t *ranges = <Py_ssize_t *>malloc((n if n else 1) * 2 * sizeof(Py_ssize_t))
-    cdef char *held = <char *>malloc(n if n else 1)
+    cdef char *held = <char *>calloc(n if n else 1, 1)  # (zeros: the finally releases only what was had)
     if views == NULL or ranges == NULL or held == NULL:
         free(views); free(ranges); free(held)
         raise MemoryError()
     try:
         for k in range(n):
-            held[k] = 0
             data, a, b = todo[k]
             try:
                 PyObject_GetBuffer(data, &views[k], PyBUF_SIMPLE)
@@ -1504,12 +1503,16 @@ cdef class ReadCommittedFilter:
         if not self._committed:
             return  # under read_uncommitted the list is ignored, as Kafka's consumer does
         self._check_idle()
+        self._busy = True  # (iterating the argument runs Python code: a feed on another thread meanwhile raises)
         try:
             for pair in new_aborted_pairs(aborted_transactions, self._seen):
                 new.append(pair)
         finally:  # (the pairs before a bad one are added, as they were seen)
-            if new:
-                self._pending_add(new)
+            try:
+                if new:
+                    self._pending_add(new)
+            finally:
+                self._busy = False
 
     cdef int _pending_add(self, list new) except -1:
         """Merge ``new`` (first, pid) pairs into the entries not reached yet, kept sorted."""
@@ -1589,6 +1592,7 @@ cdef class ReadCommittedFilter:
         are held back (:attr:`pending_bytes`)."""
         cdef _Buffer buf
         cdef Py_ssize_t consumed = 0
+        self._check_idle()  # (before the bytes held back are touched: a refused feed changes nothing)
         out = RecordList()
         if self._pending:
             data = self._pending + bytes(data)
@@ -1641,6 +1645,7 @@ cdef class ReadCommittedFilter:
         bits = _want_bits(columns)  # (checked first, as the twin's arrow_schema does)
         if large_binary and binary_view:
             raise ValueError("large_binary and binary_view exclude each other")
+        self._check_idle()  # (before the bytes held back are touched: a refused feed changes nothing)
         cols = _Columns(bits, large_binary, binary_view)
         bufs = [_Buffer(p) for p in parts]
         for buf in bufs:

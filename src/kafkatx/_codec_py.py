@@ -727,8 +727,12 @@ class ReadCommittedFilter:
         if not self._committed:
             return  # under read_uncommitted the list is ignored, as Kafka's consumer does
         self._check_idle()
-        for pair in new_aborted_pairs(aborted_transactions, self._seen):
-            heapq.heappush(self._heap, pair)
+        self._busy = True  # (iterating the argument runs Python code: a feed on another thread meanwhile raises)
+        try:
+            for pair in new_aborted_pairs(aborted_transactions, self._seen):
+                heapq.heappush(self._heap, pair)
+        finally:
+            self._busy = False
 
     @property
     def pending_bytes(self) -> int:

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #if defined(__linux__)
+#  include <errno.h>
 #  include <sys/mman.h>
 #  include <unistd.h>
 #  ifndef MADV_POPULATE_READ
@@ -26,7 +27,9 @@
 
 #define KX_TOUCH_STRIDE 4096
 
-/* Returns 1 if the kernel populated the range, 0 if the pages were touched instead. */
+/* Returns 1 if the kernel populated the range, 0 if the pages were touched instead or could not be (the
+   kernel found pages past the end of a file that shrank after it was mapped, or could not read them in:
+   touching those would raise SIGBUS, and reading them is the decoder's business, if it ever does). */
 static int kx_populate(const unsigned char *p, size_t n)
 {
     volatile unsigned char sink = 0;
@@ -41,6 +44,8 @@ static int kx_populate(const unsigned char *p, size_t n)
             size_t len = (size_t)((uintptr_t)p + n - start);
             if (madvise((void *)start, len, MADV_POPULATE_READ) == 0)
                 return 1;
+            if (errno != EINVAL)  /* EINVAL: a kernel before 5.14; EFAULT, EIO, ENOMEM: leave the pages alone */
+                return 0;
         }
     }
 #endif

@@ -3,7 +3,10 @@
 Every error raised for bad input is a :class:`KafkaTxError`.  Errors about the
 bytes themselves say where: ``position`` is the byte position in the buffer the
 caller passed in (or in the decompressed payload, as the message says) and
-``base_offset`` the base offset of the batch being read, when known.
+``base_offset`` the base offset of the batch being read, when known.  An error
+raised by ``ReadCommittedFilter.feed`` also has ``records``: the records that call
+decoded before the error (``next_offset`` is past them); one raised by
+``feed_arrow_parts`` has ``part``: the index of the part it was decoding.
 """
 
 from __future__ import annotations

@@ -239,9 +239,9 @@ cdef Py_ssize_t _lz4_frame_inflate(const uint8_t *p, Py_ssize_t n, uint8_t *dst,
     while n - pos >= 4:
         size = _le32(p + pos)
         pos += 4
-        if (size & 0x7FFFFFFFU) == 0:  # the end mark (Kafka takes one with the stored bit set too)
-            return total
         m = size & 0x7FFFFFFFU
+        if m == 0:  # the end mark (Kafka takes one with the stored bit set too)
+            return total
         if m > n - pos:
             return -1
         if size & 0x80000000U:  # stored
@@ -1600,17 +1600,14 @@ cdef class ReadCommittedFilter:
         try:
             self._run(buf, out, None, &consumed)
         except KafkaTxError as exc:
-            out.valid_bytes = consumed
-            out.trailing_bytes = buf.size - consumed
-            out.next_offset = self.next_offset
             exc.records = out
             raise
         finally:
             self._pending = PyBytes_FromStringAndSize(<const char *>buf.ptr + consumed, buf.size - consumed) \
                 if consumed < buf.size else b""
-        out.valid_bytes = consumed
-        out.trailing_bytes = buf.size - consumed
-        out.next_offset = self.next_offset
+            out.valid_bytes = consumed
+            out.trailing_bytes = buf.size - consumed
+            out.next_offset = self.next_offset
         return out
 
     def feed_arrow(self, data, *, columns=None, bint large_binary=False, bint binary_view=False):
@@ -2073,10 +2070,10 @@ cdef Py_ssize_t _lz4_blocks(const uint8_t *p, Py_ssize_t n, Py_ssize_t *end, Py_
             return -1
         size = _le32(p + pos)
         pos += 4
-        if (size & 0x7FFFFFFFU) == 0:  # the end mark (Kafka takes one with the stored bit set too)
+        m = size & 0x7FFFFFFFU
+        if m == 0:  # the end mark (Kafka takes one with the stored bit set too)
             end[0] = pos
             return bound
-        m = size & 0x7FFFFFFFU
         if m > block_max or m + checksum > n - pos:
             return -1
         room = 0 if size & 0x80000000U else min(block_max, LZ4_EXPANSION * m + LZ4_TOKEN_SLACK)
@@ -2110,7 +2107,7 @@ cdef Py_ssize_t _zstd_frame(const uint8_t *p, Py_ssize_t n, Py_ssize_t pos, Py_s
     block: zstd fills every block but the last); -1 where that walk would reject it.  ``cost`` (if not
     NULL) gets what inflating its blocks costs added (see _inflate_cost)."""
     cdef Py_ssize_t hdr, fcs_len, need, out, bound = 0
-    cdef uint64_t fcs = 0
+    cdef uint64_t fcs = 0, window
     cdef uint32_t bh, bsize, btype
     cdef uint8_t fhd
     cdef int i
@@ -2131,9 +2128,11 @@ cdef Py_ssize_t _zstd_frame(const uint8_t *p, Py_ssize_t n, Py_ssize_t pos, Py_s
     # the window a decoder needs, at most what Kafka's (streaming, windowLogMax 27) takes: the content size of a
     # single-segment frame, else the window descriptor's (compression._zstd_window)
     if fhd & 0x20:
-        if fcs > ZSTD_MAX_WINDOW:
-            return -1
-    elif (p[pos + 5] >> 3) > 17 or ((p[pos + 5] >> 3) == 17 and p[pos + 5] & 7):
+        window = fcs
+    else:
+        window = (<uint64_t>1) << (10 + (p[pos + 5] >> 3))
+        window += (window >> 3) * (p[pos + 5] & 7)
+    if window > ZSTD_MAX_WINDOW:
         return -1
     pos += hdr + fcs_len
     while True:

@@ -821,18 +821,15 @@ class ReadCommittedFilter:
                 consumed = batch.position + batch.size_in_bytes
         except KafkaTxError as exc:
             if pairs is None:  # feed(): the records before the error go with it
-                out.valid_bytes = consumed
-                out.trailing_bytes = it._end - consumed
-                out.next_offset = self.next_offset
                 exc.records = out
             raise
         finally:
             if ahead is not None:
                 ahead.close()
             self._pending = bytes(it._view[consumed:])
-        out.valid_bytes = consumed
-        out.trailing_bytes = it._end - consumed
-        out.next_offset = self.next_offset
+            out.valid_bytes = consumed
+            out.trailing_bytes = it._end - consumed
+            out.next_offset = self.next_offset
         return out
 
     def _process(self, batch, out, limit, pairs, ahead=None):

@@ -631,9 +631,9 @@ def _segments_of(path: Path):
     """The segment files to read, and the ``.log`` files of a directory that are not segments (their name does
     not start with an offset, as ``-stray.log``): those are left out."""
     if path.is_dir():
-        logs = sorted(p for p in path.iterdir() if p.suffix == ".log" and p.is_file())
-        segs = [p for p in logs if _offset_from_name(p.name) is not None]
-        ignored = [p for p in logs if _offset_from_name(p.name) is None]
+        segs, ignored = [], []
+        for p in sorted(p for p in path.iterdir() if p.suffix == ".log" and p.is_file()):
+            (ignored if _offset_from_name(p.name) is None else segs).append(p)
         if not segs:
             names = ", ".join(p.name for p in ignored)
             raise CliError(f"{path}: no .log segments in this directory" +

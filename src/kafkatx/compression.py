@@ -173,7 +173,7 @@ def _gzip_header_end(buf):
         pos += 2 + (buf[pos] | buf[pos + 1] << 8)
     for flag in (0x08, 0x10):  # FNAME, FCOMMENT: zero-terminated
         if flg & flag:
-            end = buf.find(b"\0", pos) if pos <= n else -1
+            end = buf.find(b"\0", pos)
             if end < 0:
                 return None
             pos = end + 1
@@ -407,9 +407,9 @@ def _lz4_frame_end(mv, desc_end: int):
             raise DecompressionError(f"truncated lz4 payload: block header missing at payload byte {pos}")
         (size,) = _U32LE(mv, pos)
         pos += 4
-        if not size & 0x7FFFFFFF:
-            break  # end mark (Kafka's Lz4BlockInputStream takes one with the stored bit set too)
         n = size & 0x7FFFFFFF
+        if not n:
+            break  # end mark (Kafka's Lz4BlockInputStream takes one with the stored bit set too)
         if n > block_max:
             raise DecompressionError(f"invalid lz4 block of {n} bytes (maximum {block_max}) at payload byte {pos - 4}")
         if n + block_checksum > end - pos:

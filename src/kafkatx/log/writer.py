@@ -76,7 +76,6 @@ import random
 import struct
 import threading
 import time
-import zlib
 from bisect import bisect_right
 from contextlib import contextmanager, suppress
 from typing import NamedTuple
@@ -88,6 +87,7 @@ except ImportError:  # pragma: no cover - Windows: the in-process lock only
 
 from .._backend import codec as _default_codec
 from .._common import byte_view
+from .._legacy import legacy_crc
 from .._fileio import O_BINARY, O_CLOEXEC, fsync_dir, mapped, writev
 from ..errors import (
     CorruptIndexError,
@@ -1050,13 +1050,18 @@ class PartitionWriter:
             os.fsync(old.fd)
         os.close(old.fd)
         old.fd = None
-        self._active = self._new_segment(base)
         self._segments.append([base, 0])
+        self._start_active(base)
+        return base
+
+    def _start_active(self, base: int) -> None:
+        """A new active segment at ``base`` (its entry in ``_segments`` made by the caller), and the producer
+        state snapshotted there, as UnifiedLog.roll does."""
+        self._active = self._new_segment(base)
         self._psm.map_end_offset = base
         self._psm.take_snapshot(self.path, fsync=self.fsync)
         if self.fsync:
             fsync_dir(self.path)
-        return base
 
     def _replace_empty(self, base: int) -> None:
         """Start the active segment, still empty, at ``base`` instead (a replicated append whose offsets lie
@@ -1069,12 +1074,8 @@ class PartitionWriter:
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             with suppress(FileNotFoundError):
                 os.remove(old.path(suffix))
-        self._active = self._new_segment(base)
         self._segments[-1] = [base, 0]
-        self._psm.map_end_offset = base
-        self._psm.take_snapshot(self.path, fsync=self.fsync)
-        if self.fsync:
-            fsync_dir(self.path)
+        self._start_active(base)
 
     def _maybe_assign_epoch(self, epoch, start_offset):
         if epoch < 0 or (self._epochs and epoch <= self._epochs[-1][0]):
@@ -1566,8 +1567,8 @@ class PartitionWriter:
                     (stored,) = _CRC_AT.unpack_from(view, pos + 17)
                     if crc32c(view[pos + 21 : pos + size]) != stored:
                         break
-                elif _CRC_AT.unpack_from(view, pos + 12)[0] != zlib.crc32(view[pos + 16 : pos + size]):
-                    break  # (a legacy entry's CRC-32, from its magic on, as Kafka's ensureValid checks it)
+                elif _CRC_AT.unpack_from(view, pos + 12)[0] != legacy_crc(view, pos, size):
+                    break  # (a legacy entry's CRC-32, as Kafka's ensureValid checks it)
                 if boff < expected or last < boff or last - base > INT32_MAX:
                     break
                 expected = last + 1

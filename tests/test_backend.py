@@ -76,6 +76,20 @@ def test_both_backends_take_the_same_constructor_keywords():
         assert made[0] == made[1], name
 
 
+@pytest.mark.parametrize("method", ["append", "build", "size_in_bytes"])
+def test_builder_methods_have_the_twins_signature(method):
+    """The compiled builder's per-record methods are plain C methods (for speed); inspect still reads their
+    signatures, the twin's."""
+    c, p = load_backend("cython"), load_backend("python")
+
+    def shape(sig):  # (a C method's self is positional-only)
+        return [(q.name, q.POSITIONAL_OR_KEYWORD if q.kind == q.POSITIONAL_ONLY else q.kind, q.default)
+                for q in sig.parameters.values()]  # fmt: skip
+
+    assert shape(inspect.signature(getattr(c.BatchBuilder, method))) == \
+        shape(inspect.signature(getattr(p.BatchBuilder, method)))
+
+
 def _run(code: str, **env):
     full = dict(os.environ, **env)
     full["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, full.get("PYTHONPATH")]))

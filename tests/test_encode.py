@@ -623,6 +623,38 @@ def test_timestamp_deltas_wrap_as_java_longs():
         assert (batch.base_timestamp, batch.max_timestamp) == (-1, top)
 
 
+# ints of one, two and three 30-bit digits either side of each boundary: the compiled append reads one- and
+# two-digit ints from their digits (_c/pyint.h) and the others through CPython
+_DIGIT_EDGES = [0, 1, (1 << 30) - 1, 1 << 30, (1 << 31) + 3, (1 << 60) - 1, 1 << 60, (1 << 62) + 5, (1 << 63) - 1]
+
+
+def test_timestamps_and_offsets_around_digit_boundaries_read_alike():
+    """Every timestamp and explicit offset is written as given by both backends, whatever its size as a
+    CPython int; negative timestamps other than -1 are refused by both, with the same message."""
+    outs = []
+    for backend in ("cython", "python"):
+        codec = load_backend(backend)
+        built = []
+        for ts in _DIGIT_EDGES + [-1]:
+            b = codec.BatchBuilder()
+            b.append(b"v", timestamp=ts)
+            built.append(b.build())
+            assert [r.timestamp for r in codec.decode_records(built[-1])] == [ts]
+        for base in (0, (1 << 30) - 2, (1 << 60) - 2, (1 << 63) - 3):
+            b = codec.BatchBuilder(base_offset=base)
+            offsets = sorted({base + d for d in (0, 1, 2)} | {e for e in _DIGIT_EDGES if base < e < base + (1 << 31)})
+            assert [b.append(b"v", timestamp=5, offset=o) for o in offsets] == offsets
+            built.append(b.build())
+            assert [r.offset for r in codec.decode_records(built[-1])] == offsets
+        messages = []
+        for ts in (-2, -(1 << 30), -(1 << 30) - 1, -(1 << 60), -(1 << 63)):
+            with pytest.raises(InvalidAppendError, match=f"invalid negative timestamp {ts}") as info:
+                codec.BatchBuilder().append(b"v", timestamp=ts)
+            messages.append(str(info.value))
+        outs.append((built, messages))
+    assert outs[0] == outs[1]
+
+
 @pytest.mark.parametrize("where", ["value", "key", "header value", "header key"])
 def test_non_contiguous_buffers_are_refused_clearly(codec, where):
     strided = memoryview(b"abcdef")[::2]

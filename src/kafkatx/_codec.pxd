@@ -12,6 +12,9 @@ cdef extern from "copy.h" nogil:
     void kx_prefetch(const void *p)
     int kx_is_ascii(const unsigned char *p, size_t n)
 
+cdef extern from "pyint.h":
+    bint kx_small_long(object o, int64_t *out)
+
 cdef extern from "clock.h" nogil:
     int64_t kx_now_ms()
 

@@ -108,8 +108,10 @@ def summary_of(records, base_offset: int) -> RecordSummary:
 
 def as_int(value):
     """``value`` as an int if it is an integer -- anything with ``__index__`` (int, numpy integers) but a
-    bool -- else None.  The one rule of every integer argument of the encoders."""
-    if isinstance(value, bool):
+    bool -- else None.  The one rule of every integer argument of the encoders.  (numpy before 2.3, the last
+    for Python 3.10, still takes a numpy bool for an index, with a DeprecationWarning: refused here by its
+    dtype's kind.)"""
+    if isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", None) == "b":
         return None
     try:
         return operator.index(value)

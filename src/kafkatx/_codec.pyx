@@ -2319,12 +2319,9 @@ cdef inline int64_t _now_ms() except? -1:
     return now if now >= 0 else <int64_t>(time.time() * 1000)
 
 
-cdef inline int _get_bytes(object obj, const char **ptr, Py_ssize_t *n, Py_buffer *view, str what) except -1:
-    """Borrow the bytes of ``obj`` (1 returned when a buffer view was taken and must be released)."""
-    if PyBytes_CheckExact(obj):
-        ptr[0] = PyBytes_AS_STRING(obj)
-        n[0] = PyBytes_GET_SIZE(obj)
-        return 0
+cdef int _get_view(object obj, const char **ptr, Py_ssize_t *n, Py_buffer *view, str what) except -1:
+    """Borrow the bytes of ``obj`` through a buffer view, which the caller releases: a key or a value that is not
+    exactly ``bytes`` (append reads those itself, in line)."""
     if isinstance(obj, str):
         raise InvalidAppendError(f"{what} must be bytes-like or None, not str (encode it first)")
     try:
@@ -2334,6 +2331,20 @@ cdef inline int _get_bytes(object obj, const char **ptr, Py_ssize_t *n, Py_buffe
     ptr[0] = <const char *>view.buf
     n[0] = view.len
     return 1
+
+
+cdef inline int64_t _int64_of(object v, str what) except? -1:
+    """``v`` as int64_arg takes it; an exact int of one or two digits read from its digits (_c/pyint.h), as
+    append does for each record's timestamp."""
+    cdef int64_t out
+    cdef int overflow = 0
+    if type(v) is int:
+        if kx_small_long(v, &out):
+            return out
+        out = PyLong_AsLongLongAndOverflow(v, &overflow)
+        if not overflow:
+            return out
+    return int64_arg(v, what)
 
 
 cdef inline Py_ssize_t record_body_size(int64_t ts_delta, int64_t delta, Py_ssize_t kn, Py_ssize_t vn,
@@ -2608,7 +2619,6 @@ cdef class BatchBuilder:
         cdef Py_ssize_t kn = -1, vn = -1, body, hn = 0
         cdef Py_buffer kview, vview
         cdef int kheld = 0, vheld = 0
-        cdef int overflow = 0
         cdef bytes hbytes = None
         cdef object plain = None
         if self._buf == NULL:
@@ -2622,11 +2632,8 @@ cdef class BatchBuilder:
                 _append_refused(1, self._last_offset)
             else:
                 off = self._last_offset + 1
-        elif type(offset) is not int or not kx_small_long(offset, &off):
-            off = PyLong_AsLongLongAndOverflow(offset, &overflow) if type(offset) is int else 0
-            if overflow or type(offset) is not int:
-                off = int64_arg(offset, "offset")
-        if offset is not None:
+        else:
+            off = _int64_of(offset, "offset")
             if self._has_last and off <= self._last_offset:
                 raise illegal_offset(off, self._last_offset)
             if off < self.base_offset:
@@ -2637,10 +2644,7 @@ cdef class BatchBuilder:
         if timestamp is None:
             ts = _now_ms()
         else:
-            if type(timestamp) is not int or not kx_small_long(timestamp, &ts):
-                ts = PyLong_AsLongLongAndOverflow(timestamp, &overflow) if type(timestamp) is int else 0
-                if overflow or type(timestamp) is not int:
-                    ts = int64_arg(timestamp, "timestamp")
+            ts = _int64_of(timestamp, "timestamp")
             if ts < 0 and ts != -1:
                 raise InvalidAppendError(f"invalid negative timestamp {ts}")
         if self._count == INT32_MAX_:
@@ -2659,16 +2663,16 @@ cdef class BatchBuilder:
                 hbytes = _encode_headers(headers)
                 hn = PyBytes_GET_SIZE(hbytes)
         try:
-            if PyBytes_CheckExact(key):  # (what producers pass, read here rather than in a call)
+            if PyBytes_CheckExact(key):  # (what producers pass, read here; anything else through _get_view)
                 kp = PyBytes_AS_STRING(key)
                 kn = PyBytes_GET_SIZE(key)
             elif key is not None:
-                kheld = _get_bytes(key, &kp, &kn, &kview, "key")
+                kheld = _get_view(key, &kp, &kn, &kview, "key")
             if PyBytes_CheckExact(value):
                 vp = PyBytes_AS_STRING(value)
                 vn = PyBytes_GET_SIZE(value)
             elif value is not None:
-                vheld = _get_bytes(value, &vp, &vn, &vview, "value")
+                vheld = _get_view(value, &vp, &vn, &vview, "value")
             ts_delta = _wsub(ts, self._first_ts) if self._has_first_ts else 0  # (Java long arithmetic)
             body = record_body_size(ts_delta, delta, kn, vn, hn)
             if body > INT32_MAX_:

@@ -22,6 +22,7 @@ cdef extern from "populate.h" nogil:
     int kx_populate(const unsigned char *p, size_t n)
     long long kx_pread(int fd, unsigned char *buf, size_t n, long long offset)
     void kx_advise_huge(void *p, size_t n)
+    void kx_prefault_write(void *p, size_t n)
 
 cdef extern from "syslib.h" nogil:
     void kx_syslib_disable()

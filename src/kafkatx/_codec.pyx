@@ -2725,6 +2725,7 @@ cdef class BatchBuilder:
             plen = self._len - RECORD_BATCH_OVERHEAD
             out = PyBytes_FromStringAndSize(NULL, self._len)
             o = <uint8_t *>PyBytes_AS_STRING(out)
+            kx_prefault_write(o, <size_t>self._len)  # (fresh memory, written whole just below)
             memcpy(o + RECORD_BATCH_OVERHEAD, self._buf + RECORD_BATCH_OVERHEAD, plen)
         else:
             # the parts queued while appending are this call's alone (building again, or on another thread at

@@ -1,6 +1,6 @@
 /*
  * populate.h -- pages: map the pages of a memory-mapped file in ahead of use; read a file's batch
- * headers; ask for huge pages under a large output buffer.
+ * headers; ask for huge pages under a large output buffer; map in a fresh output's pages in one call.
  *
  * A page fault on a memory-mapped segment costs about as much as decoding the
  * bytes of that page, so the log reader maps the pages of a read in from a
@@ -77,6 +77,41 @@ static void kx_advise_huge(void *p, size_t n)
     end = ((uintptr_t)p + n) & ~(KX_HUGE_PAGE - 1);
     if (end > start)
         (void)madvise((void *)start, (size_t)(end - start), MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
+/*
+ * Map in, writable, the pages under a fresh output buffer [p, p + n) that is about to be filled whole, in
+ * one call (MADV_POPULATE_WRITE, Linux 5.14 and later) instead of a page fault every 4 KiB as it is
+ * written.  Allocating and zeroing the pages costs the same either way; what the call saves is the trap
+ * of each fault, which on virtual machines costs about as much as copying the page (BatchBuilder.build()
+ * copying a 120 KB batch into a new bytes object: 0.078-0.106 ms before, 0.060-0.079 ms with it, on this
+ * project's VM).  Below KX_PREFAULT_MIN the call costs more than the faults it saves.  The pages at either
+ * end may be shared with other allocations: populating them changes nothing in them.  A kernel without
+ * the advice (EINVAL) is not asked again; any other failure (ENOMEM) leaves the pages to fault in as
+ * they would have.
+ */
+#define KX_PREFAULT_MIN ((size_t)32 << 10)
+#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
+#  define MADV_POPULATE_WRITE 23
+#endif
+
+static int kx_prefault_works = 1; /* 0 once the kernel has said it does not know the advice */
+
+static void kx_prefault_write(void *p, size_t n)
+{
+#if defined(__linux__)
+    long ps;
+    uintptr_t start, end;
+    if (n < KX_PREFAULT_MIN || !kx_prefault_works || (ps = sysconf(_SC_PAGESIZE)) <= 0)
+        return;
+    start = (uintptr_t)p & ~((uintptr_t)ps - 1);
+    end = (uintptr_t)p + n;
+    if (madvise((void *)start, (size_t)(end - start), MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+        kx_prefault_works = 0;
 #else
     (void)p;
     (void)n;

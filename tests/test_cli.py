@@ -648,6 +648,10 @@ def test_generate_through_the_cli(capfd, tmp_path):
         (b'{"format": "kafkatx-generate/1", "seed": "1"}', "'seed' is str '1', not int"),
         ("partitions", "partition 'orders-0': 'log_end_offset' is missing"),
         ("read_committed", "partition 'orders-0': read_committed: 'amount_cents_by_key' is list [], not dict"),
+        ("name:../orders-0", "partition '../orders-0' is not a <topic>-<partition> directory name"),
+        ("name:/tmp/orders-0", "partition '/tmp/orders-0' is not a <topic>-<partition> directory name"),
+        ("name:..-0", "partition '..-0' is not a <topic>-<partition> directory name"),
+        ("name:orders", "partition 'orders' is not a <topic>-<partition> directory name"),
     ],
 )
 def test_verify_reports_a_damaged_manifest(capfd, tmp_path, content, reason):
@@ -660,6 +664,8 @@ def test_verify_reports_a_damaged_manifest(capfd, tmp_path, content, reason):
         d = generate(tmp_path, topics=("orders",), partitions=1, records=20, seed=1, workers=0).to_dict()
         if content == "partitions":
             d["partitions"]["orders-0"] = {}
+        elif content.startswith("name:"):  # a partition's name that is not one directory of the root
+            d["partitions"][content[5:]] = d["partitions"].pop("orders-0")
         else:
             d["partitions"]["orders-0"]["read_committed"]["amount_cents_by_key"] = []
         content = json.dumps(d).encode()

@@ -83,6 +83,7 @@ class _DefaultRecords(int):
 
 DEFAULT_RECORDS = _DefaultRecords(100_000)
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_PARTITION_NAME_RE = re.compile(r"([a-zA-Z0-9._-]{1,249})-([0-9]+)")  # <topic>-<partition>: one path component
 _QI = struct.Struct(">qi")
 _I = struct.Struct(">i")
 
@@ -142,7 +143,8 @@ def _record_bytes(offset, key, value) -> bytes:
 # ------------------------------------------------------------------------------------ manifest
 class ManifestError(KafkaTxError, ValueError):
     """A ``manifest.json`` that is not a generator's manifest (not UTF-8 JSON, not an object, another format,
-    a field missing or of the wrong type); the message names the file when it is known."""
+    a field missing or of the wrong type, a partition named other than ``<topic>-<partition>``); the message
+    names the file when it is known."""
 
     def __init__(self, message: str, file: str | None = None):
         super().__init__(f"{message} (in {file})" if file is not None else message)
@@ -221,6 +223,10 @@ class Manifest:
         _check_fields(d, _MANIFEST_FIELDS, "")
         _check_fields(d, _MANIFEST_OPTIONAL, "", required=False)
         for name, exp in d["partitions"].items():
+            # a partition's name is joined to the directory verify_directory reads: never a path out of it
+            m = _PARTITION_NAME_RE.fullmatch(name)
+            if m is None or m.group(1) in (".", ".."):
+                raise ManifestError(f"partition {name!r:.80} is not a <topic>-<partition> directory name")
             if not isinstance(exp, dict):
                 raise ManifestError(f"partition {name!r} is {type(exp).__name__} {exp!r:.40}, not dict")
             _check_fields(exp, _PARTITION_FIELDS, f"partition {name!r}: ")

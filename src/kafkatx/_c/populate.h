@@ -87,9 +87,9 @@ static void kx_advise_huge(void *p, size_t n)
  * Map in, writable, the pages under a fresh output buffer [p, p + n) that is about to be filled whole, in
  * one call (MADV_POPULATE_WRITE, Linux 5.14 and later) instead of a page fault every 4 KiB as it is
  * written.  Allocating and zeroing the pages costs the same either way; what the call saves is the trap
- * of each fault, which on virtual machines costs about as much as copying the page (BatchBuilder.build()
- * copying a 120 KB batch into a new bytes object: 0.078-0.106 ms before, 0.060-0.079 ms with it, on this
- * project's VM).  Below KX_PREFAULT_MIN the call costs more than the faults it saves.  The pages at either
+ * of each fault, which on virtual machines costs several times as much as copying the page
+ * (BatchBuilder.build() copying a 120 KB batch into a new bytes object: 0.078-0.106 ms before,
+ * 0.060-0.079 ms with it, on this project's VM, where the copy itself takes 4 us).  Below KX_PREFAULT_MIN the call costs more than the faults it saves.  The pages at either
  * end may be shared with other allocations: populating them changes nothing in them.  A kernel without
  * the advice (EINVAL) is not asked again; any other failure (ENOMEM) leaves the pages to fault in as
  * they would have.

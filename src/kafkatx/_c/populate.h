@@ -23,9 +23,28 @@
 #  ifndef MADV_POPULATE_READ
 #    define MADV_POPULATE_READ 22
 #  endif
+#  ifndef MADV_POPULATE_WRITE
+#    define MADV_POPULATE_WRITE 23
+#  endif
 #endif
 
 #define KX_TOUCH_STRIDE 4096
+
+#if defined(__linux__)
+/* madvise(advice) over the pages that hold [p, p + n), n > 0: 0, or -1 with errno set (EINVAL also where the
+   page size is not to be had, as for an advice the kernel does not know) */
+static int kx_advise_pages(const void *p, size_t n, int advice)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    uintptr_t start;
+    if (ps <= 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    start = (uintptr_t)p & ~((uintptr_t)ps - 1);
+    return madvise((void *)start, (size_t)((uintptr_t)p + n - start), advice);
+}
+#endif
 
 /* Returns 1 if the kernel populated the range, 0 if the pages were touched instead or could not be (the
    kernel found pages past the end of a file that shrank after it was mapped, or could not read them in:
@@ -37,17 +56,10 @@ static int kx_populate(const unsigned char *p, size_t n)
     if (n == 0)
         return 1;
 #if defined(__linux__)
-    {
-        long ps = sysconf(_SC_PAGESIZE);
-        if (ps > 0) {
-            uintptr_t start = (uintptr_t)p & ~((uintptr_t)ps - 1);
-            size_t len = (size_t)((uintptr_t)p + n - start);
-            if (madvise((void *)start, len, MADV_POPULATE_READ) == 0)
-                return 1;
-            if (errno != EINVAL)  /* EINVAL: a kernel before 5.14; EFAULT, EIO, ENOMEM: leave the pages alone */
-                return 0;
-        }
-    }
+    if (kx_advise_pages(p, n, MADV_POPULATE_READ) == 0)
+        return 1;
+    if (errno != EINVAL)  /* EINVAL: a kernel before 5.14; EFAULT, EIO, ENOMEM: leave the pages alone */
+        return 0;
 #endif
     for (i = 0; i < n; i += KX_TOUCH_STRIDE)
         sink ^= p[i];
@@ -89,28 +101,21 @@ static void kx_advise_huge(void *p, size_t n)
  * written.  Allocating and zeroing the pages costs the same either way; what the call saves is the trap
  * of each fault, which on virtual machines costs several times as much as copying the page
  * (BatchBuilder.build() copying a 120 KB batch into a new bytes object: 0.078-0.106 ms before,
- * 0.060-0.079 ms with it, on this project's VM, where the copy itself takes 4 us).  Below KX_PREFAULT_MIN the call costs more than the faults it saves.  The pages at either
- * end may be shared with other allocations: populating them changes nothing in them.  A kernel without
+ * 0.060-0.079 ms with it, on this project's VM, where the copy itself takes 4 us).  Below
+ * KX_PREFAULT_MIN the call costs more than the faults it saves.  The pages at either end may be shared
+ * with other allocations: populating them changes nothing in them.  A kernel without
  * the advice (EINVAL) is not asked again; any other failure (ENOMEM) leaves the pages to fault in as
  * they would have.
  */
 #define KX_PREFAULT_MIN ((size_t)32 << 10)
-#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
-#  define MADV_POPULATE_WRITE 23
-#endif
 
 static int kx_prefault_works = 1; /* 0 once the kernel has said it does not know the advice */
 
 static void kx_prefault_write(void *p, size_t n)
 {
 #if defined(__linux__)
-    long ps;
-    uintptr_t start, end;
-    if (n < KX_PREFAULT_MIN || !kx_prefault_works || (ps = sysconf(_SC_PAGESIZE)) <= 0)
-        return;
-    start = (uintptr_t)p & ~((uintptr_t)ps - 1);
-    end = (uintptr_t)p + n;
-    if (madvise((void *)start, (size_t)(end - start), MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+    if (n >= KX_PREFAULT_MIN && kx_prefault_works && kx_advise_pages(p, n, MADV_POPULATE_WRITE) != 0
+        && errno == EINVAL)
         kx_prefault_works = 0;
 #else
     (void)p;

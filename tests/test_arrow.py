@@ -414,8 +414,13 @@ def test_feed_arrow_parts_error_names_the_part(codec):
     f = codec.ReadCommittedFilter(isolation="read_uncommitted")
     with pytest.raises(CrcMismatchError) as err:
         f.feed_arrow_parts([first, bytes(second)])
-    assert err.value.part == 1 and err.value.position == 0
+    assert err.value.part == 1 and err.value.position == 0 and err.value.carried_bytes == 0
     assert f.next_offset == 1  # the first part was decoded
+    # the bad batch cut across two parts: the bytes of it that the second part decodes after come first
+    f = codec.ReadCommittedFilter(isolation="read_uncommitted")
+    with pytest.raises(CrcMismatchError) as err:
+        f.feed_arrow_parts([first + bytes(second[:10]), bytes(second[10:])])
+    assert (err.value.part, err.value.carried_bytes, err.value.position) == (1, 10, 0)
     empty = codec.ReadCommittedFilter().feed_arrow_parts([])
     assert empty.num_rows == 0 and info(empty) == ("None", "0", "0")
 
@@ -983,6 +988,79 @@ def test_decode_column_empty_and_errors(arrow):
     with pytest.raises(CrcMismatchError):
         arrow.decode_column(pa.array([data]))
     assert arrow.decode_column(pa.array([data]), verify_crc=False).num_rows == 7
+
+
+def _small_batch(codec, base: int) -> bytes:
+    b = codec.BatchBuilder(base_offset=base)
+    b.append(b"v%d" % base, key=b"k", timestamp=T_BASE + base)
+    return b.build()
+
+
+def _row_and_byte(rows, at: int, entry: int) -> tuple:
+    """Where byte ``at`` of the stream the non-null ``rows`` make lies: (row, byte of that row).  A position
+    past the failing entry's start (``entry``) that is exactly where a row ends stays with that row."""
+    probe = at - 1 if at > entry else at
+    pos = 0
+    for i, r in enumerate(rows):
+        if r is not None:
+            if pos <= probe < pos + len(r):
+                return i, at - pos
+            pos += len(r)
+    raise AssertionError(f"byte {at} is past the rows")
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(case=st.sampled_from(sorted(CORRUPT)), before=st.integers(0, 3), after=st.integers(0, 2),
+       whole=st.booleans(), data=st.data())  # fmt: skip
+def test_decode_column_error_names_the_row(arrow, codec, case, before, after, whole, data):
+    """An error from decode_column names the row of the column that holds the bad byte (nulls and earlier
+    chunks counted) and gives its position in that row, whether the rows are whole batches or pieces of
+    the byte stream that cut batches (the bad one too); its message says the row."""
+    bad, _ = load_golden(case)
+    with pytest.raises(CorruptRecordError) as alone:
+        codec.decode_arrow(bad)
+    head = b"".join(_small_batch(codec, i) for i in range(before))
+    stream = head + bad + b"".join(_small_batch(codec, 10 + i) for i in range(after))
+    if whole:  # rows of whole batches: either tail mode
+        ends = [p + s for p, s in _spec.split_batches(head)]  # where each batch before the bad one ends
+        cuts = data.draw(st.lists(st.sampled_from(ends), max_size=3)) if ends else []
+        bounds = sorted({0, *cuts, len(head)})
+        bounds = [*bounds, len(head) + len(bad), len(stream)]
+        tails = data.draw(st.sampled_from(["carry", "drop"]))
+    else:
+        bounds = [0, *split_points(data.draw, len(stream)), len(stream)]
+        tails = "carry"
+    rows = []
+    for a, b in zip(bounds, bounds[1:]):
+        if b > a:
+            rows.append(stream[a:b])
+        if data.draw(st.booleans()):
+            rows.append(None)
+    typ = data.draw(st.sampled_from([pa.binary(), pa.large_binary()]))
+    split = data.draw(st.integers(0, len(rows)))  # two chunks, as a Table column has
+    column = pa.chunked_array([pa.array(rows[:split], typ), pa.array(rows[split:], typ)])
+    with pytest.raises(type(alone.value)) as err:
+        arrow.decode_column(column, row_tails=tails)
+    row, byte = _row_and_byte(rows, len(head) + alone.value.position, len(head))
+    assert (err.value.row, err.value.position, err.value.base_offset) == (row, byte, alone.value.base_offset)
+    assert f"in row {row} of the column" in str(err.value)
+    assert err.value.reason.startswith(alone.value.reason)
+
+
+def test_decode_column_error_row_counts_slices_and_input_batches(arrow, codec):
+    """Rows are counted from the start of the column given (a slice starts at its own row 0) and, in a
+    map_in_arrow_decoder, across the input batches of the partition."""
+    bad, _ = load_golden("corrupt_crc_none")
+    a, b = _small_batch(codec, 0), _small_batch(codec, 1)
+    with pytest.raises(CrcMismatchError) as err:
+        arrow.decode_column(pa.array([a, b, None, a + bad])[1:])
+    assert (err.value.row, err.value.position) == (2, len(a))
+    decode = arrow.map_in_arrow_decoder("value", spark_types=False)
+    batches = [pa.record_batch({"value": pa.array(r, pa.binary())}) for r in ([a, None], [b, b"" , bad])]
+    with pytest.raises(CrcMismatchError) as err:
+        list(decode(iter(batches)))
+    assert (err.value.row, err.value.position) == (4, 0)
+    assert "in row 4 of the column" in str(err.value)
 
 
 @settings(max_examples=40, **SETTINGS)

@@ -1642,14 +1642,14 @@ cdef class ReadCommittedFilter:
 
         ``valid_bytes`` is the sum over the parts; an error names the failing part in its ``part``
         attribute (its position counts from the start of the bytes decoded with that part: those of an
-        incomplete batch carried over from the parts before it, then the part).
+        incomplete batch carried over from the parts before it, ``carried_bytes`` of them, then the part).
         """
         cdef _Buffer buf
         cdef Py_ssize_t consumed = 0, valid = 0
         cdef Py_ssize_t rows = 0, payload = 0
         cdef _Columns cols
         cdef list bufs
-        cdef Py_ssize_t k
+        cdef Py_ssize_t k, carried
         cdef int bits
         _arrow()
         bits = _want_bits(columns)  # (checked first, as the twin's arrow_schema does)
@@ -1665,7 +1665,8 @@ cdef class ReadCommittedFilter:
         for k in range(len(bufs)):
             buf = bufs[k]
             bufs[k] = None
-            if self._pending:
+            carried = len(self._pending)
+            if carried:
                 buf = _Buffer(self._pending + PyBytes_FromStringAndSize(<const char *>buf.ptr, buf.size))
             cols.src = buf
             cols.src_index = -1
@@ -1677,9 +1678,11 @@ cdef class ReadCommittedFilter:
                     err = DecompressedSizeError("decoded keys or values pass 2 GiB, the limit of 32-bit Arrow "
                                                 "offsets: decode smaller pieces or pass large_binary=True")
                     err.part = k
+                    err.carried_bytes = carried
                     raise err from None
                 except KafkaTxError as exc:
                     exc.part = k
+                    exc.carried_bytes = carried
                     raise
             finally:
                 self._pending = PyBytes_FromStringAndSize(<const char *>buf.ptr + consumed, buf.size - consumed) \

@@ -772,16 +772,18 @@ class ReadCommittedFilter:
 
         ``valid_bytes`` is the sum over the parts; an error names the failing part in its ``part``
         attribute (its position counts from the start of the bytes decoded with that part: those of an
-        incomplete batch carried over from the parts before it, then the part)."""
+        incomplete batch carried over from the parts before it, ``carried_bytes`` of them, then the part)."""
         schema = arrow_schema(columns, large_binary, binary_view)
         pairs = []
         valid = 0
         res = None
         for k, data in enumerate(parts):
+            carried = len(self._pending)
             try:
                 res = self._feed(data, pairs)
             except KafkaTxError as exc:
                 exc.part = k
+                exc.carried_bytes = carried
                 raise
             valid += res.valid_bytes
         total = RecordList()

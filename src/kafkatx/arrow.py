@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ._backend import codec as _codec
 from ._common import ARROW_COLUMNS, arrow_schema, column_names
 from .compression import check_inflate_threads, usable_cpus
-from .errors import InvalidTimestampError
+from .errors import InvalidTimestampError, KafkaTxError
 
 __all__ = [
     "ARROW_COLUMNS",
@@ -158,10 +158,11 @@ class _ColumnDecoder:
 
     Consecutive rows of an Arrow binary array are adjacent in its data buffer, so a stretch of rows is
     one contiguous slice: the filter is given memoryviews of those slices (no copy), all stretches fed
-    since the last :meth:`flush` in one ``feed_arrow_parts`` call.  Null rows are skipped.  ``row_tails="carry"`` treats rows as consecutive
-    chunks of one byte stream (a batch may span rows, as with ``ReadCommittedFilter.feed``);
-    ``row_tails="drop"`` treats each row as a whole Fetch-response record set and drops a truncated
-    batch at the end of a row, as Kafka's consumer does (counted in ``trailing_bytes``).
+    since the last :meth:`flush` in one ``feed_arrow_parts`` call.  Null rows are skipped.
+    ``row_tails="carry"`` treats rows as consecutive chunks of one byte stream (a batch may span rows, as
+    with ``ReadCommittedFilter.feed``); ``row_tails="drop"`` treats each row as a whole Fetch-response
+    record set and drops a truncated batch at the end of a row, as Kafka's consumer does (counted in
+    ``trailing_bytes``).  An error is re-pointed at the row it falls in (:meth:`_in_rows`).
     """
 
     def __init__(self, *, isolation, aborted_transactions, last_stable_offset, fetch_offset, verify_crc,
@@ -180,9 +181,18 @@ class _ColumnDecoder:
         self.valid_bytes = 0
         self.dropped_bytes = 0
         self._views: list = []  # stretches of rows waiting for flush()
+        # Where each stretch came from, to name the row of an error: (its start in the byte stream fed to
+        # the filter, its length, its start in its array's data buffer, the array's row starts in that
+        # buffer, the array's first row in the column), for the stretches of the last flush and any earlier
+        # ones still holding bytes the filter keeps pending
+        self._spans: list = []
+        self._fed = 0  # bytes of the stream fed so far
+        self._rows = 0  # rows of the arrays fed so far (nulls included)
 
-    def _feed(self, view) -> None:
+    def _feed(self, view, buf_start: int, starts, row0: int) -> None:
         self._views.append(view)  # decoded by flush, all stretches in one call
+        self._spans.append((self._fed, len(view), buf_start, starts, row0))
+        self._fed += len(view)
 
     def flush(self, out: list) -> None:
         """Decode the stretches fed since the last flush into one RecordBatch (appended if not empty):
@@ -190,10 +200,40 @@ class _ColumnDecoder:
         views, self._views = self._views, []
         if not views:
             return
-        rb = self.filter.feed_arrow_parts(views, **self.feed_kwargs)
+        first = len(self._spans) - len(views)  # the first of these stretches in self._spans
+        try:
+            rb = self.filter.feed_arrow_parts(views, **self.feed_kwargs)
+        except KafkaTxError as exc:
+            raise self._in_rows(exc, first) from None
         self.valid_bytes += read_info(rb)["valid_bytes"]
+        # forget the stretches the filter has no bytes of any more
+        keep_from = self._fed - self.filter.pending_bytes
+        self._spans = [s for s in self._spans if s[0] + s[1] > keep_from]
         if rb.num_rows:
             out.append(rb)
+
+    def _in_rows(self, exc, first: int):
+        """``exc`` from ``feed_arrow_parts``, its position re-pointed from the stream of stretches to the row
+        of the column it falls in: the same error with ``row`` (counting from the column's first row, nulls
+        included) and ``position`` (a byte of that row).  A position past the failing entry's first byte
+        that is exactly where a row ends (the end of a batch cut short, say) stays with that row."""
+        import numpy as np
+
+        part = getattr(exc, "part", None)
+        if exc.position is None or part is None or not hasattr(exc, "reason"):
+            return exc
+        part_start, part_len = self._spans[first + part][:2]
+        at = part_start - exc.carried_bytes + exc.position  # in the stream
+        entry = part_start + part_len - self.filter.pending_bytes  # where the failing entry starts (kept pending)
+        probe = at - 1 if at > entry else at  # a byte of the row to name
+        for stream_start, length, buf_start, starts, row0 in self._spans:
+            if stream_start <= probe < stream_start + length:
+                i = int(np.searchsorted(starts, buf_start + probe - stream_start, side="right")) - 1
+                byte = buf_start + at - stream_start - int(starts[i])
+                err = type(exc)(f"{exc.reason} (in row {row0 + i} of the column)", byte, exc.base_offset)
+                err.row = row0 + i
+                return err
+        return exc
 
     def feed_array(self, arr) -> None:
         """Queue every non-null row of one binary/large_binary array (decoded by :meth:`flush`)."""
@@ -201,7 +241,9 @@ class _ColumnDecoder:
 
         pa = _pa()
         n = len(arr)
-        if n == 0:
+        row0 = self._rows
+        self._rows += n
+        if n == 0 or pa.types.is_null(arr.type):
             return
         validity, offsets_buf, data_buf = arr.buffers()[:3]
         width = np.dtype(np.int64 if pa.types.is_large_binary(arr.type) else np.int32)
@@ -226,11 +268,11 @@ class _ColumnDecoder:
         for i in np.flatnonzero(cut != ends).tolist():
             stop = int(cut[i])
             if stop > run_start:
-                self._feed(data[run_start:stop])
+                self._feed(data[run_start:stop], run_start, starts, row0)
             run_start = int(ends[i])
         stop = int(ends[-1])
         if stop > run_start:
-            self._feed(data[run_start:stop])
+            self._feed(data[run_start:stop], run_start, starts, row0)
 
     def _complete_prefixes(self, u8, starts, ends, valid, data):
         """Per row, the end of its last complete entry (by the 12-byte log framing)."""
@@ -321,7 +363,7 @@ def _binary_chunks(column) -> list:
         elif pa.types.is_binary_view(t) or pa.types.is_string_view(t) or pa.types.is_fixed_size_binary(t):
             out.append(c.cast(pa.large_binary()))  # one copy: these layouts are not one contiguous buffer
         elif pa.types.is_null(t):
-            continue
+            out.append(c)  # (rows that count, nothing to decode)
         else:
             raise TypeError(f"decode_column needs a binary column, got {t}")
     return out
@@ -360,6 +402,9 @@ def decode_column(
 
     Rows are not copied: stretches of adjacent rows are fed to the decoder as memoryviews of the
     column's data buffer.  ``inflate_threads`` as in :func:`decode_arrow`.
+
+    An error names the row of the column holding the bad byte (nulls and earlier chunks counted) in its
+    message and in its ``row`` attribute; its ``position`` is a byte of that row.
     """
     dec = _ColumnDecoder(
         isolation=isolation, aborted_transactions=aborted_transactions, last_stable_offset=last_stable_offset,
@@ -557,8 +602,9 @@ def map_in_arrow_decoder(
     batch that has visible records, one RecordBatch of the decoded records.  Within one call the rows
     are decoded as by :func:`decode_column` with one read_committed state carried across all input
     batches (so a Spark partition should hold the consecutive chunks of one Kafka partition when
-    ``read_committed`` is used).  With ``spark_types`` (default) batches have
-    :func:`spark_arrow_schema`'s types (µs timestamps, nullable fields), which PySpark 4.3 requires;
+    ``read_committed`` is used), and an error's ``row`` counts the rows of the input batches before it
+    too.  With ``spark_types`` (default) batches have :func:`spark_arrow_schema`'s types (µs
+    timestamps, nullable fields), which PySpark 4.3 requires;
     ``spark_types=False`` yields kafkatx's own schema (:func:`arrow_schema`).  ``inflate_threads``
     defaults to 0, not :func:`decode_arrow`'s None: Spark runs a task per core it gives out
     (``spark.task.cpus``), so a task inflates on its own thread unless told otherwise.  Nothing here

@@ -6,7 +6,11 @@ caller passed in (or in the decompressed payload, as the message says) and
 ``base_offset`` the base offset of the batch being read, when known.  An error
 raised by ``ReadCommittedFilter.feed`` also has ``records``: the records that call
 decoded before the error (``next_offset`` is past them); one raised by
-``feed_arrow_parts`` has ``part``: the index of the part it was decoding.
+``feed_arrow_parts`` has ``part``: the index of the part it was decoding, and
+``carried_bytes``: how many bytes of an incomplete batch from the parts before it
+came first in the bytes ``position`` counts in.  One raised by
+``kafkatx.arrow.decode_column`` (or a ``map_in_arrow_decoder`` function) has ``row``:
+the row of the column holding the bad byte, and ``position`` is a byte of that row.
 """
 
 from __future__ import annotations

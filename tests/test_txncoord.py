@@ -517,6 +517,141 @@ def _one_record():
     return b.build()
 
 
+# ------------------------------------------------------------------------------------------ previous / next producer id
+def ids_written(coord, tid, since=0):
+    """(state, producer id, previous producer id, next producer id) of each value written for ``tid`` (None
+    for a tombstone)."""
+    return [None if r.value is None else
+            (r.value.state, r.value.producer_id, r.value.previous_producer_id, r.value.next_producer_id)
+            for r in state_records(coord, tid)[since:]]  # fmt: skip
+
+
+def ids_held(coord, tid):
+    m = coord.describe(tid)
+    return m.state, m.producer_id, m.previous_producer_id, m.next_producer_id
+
+
+def _state_log_with(tmp_path, tid, value):
+    with PartitionWriter(tmp_path / f"__transaction_state-{txn_partition_for(tid, 50)}") as w:
+        w.append(encode_txn_records([(tid, value)], timestamp=T0), origin="coordinator")
+
+
+@pytest.mark.parametrize("tv", [1, 2])
+def test_every_transition_records_the_producer_id_it_leaves(tmp_path, tv):
+    """TransactionMetadata.prepareTransitionTo (Kafka 4.1+): every transition's prevProducerId is the producer
+    id held before it -- the new id's first InitProducerId (prepareIncrementProducerEpoch), a new instance's
+    epoch bump, AddPartitions, PrepareCommit/PrepareAbort (endTransactionWithTV1 or a TV2 EndTxn, an empty TV2
+    abort, a fencing abort) and prepareComplete -- and TransactionLog.valueToBytes writes it (and
+    nextProducerId, -1 throughout here) into every version 1 value (KAFKA-20310).  A reload reads both back;
+    the expiry is a tombstone (prepareDead is never written)."""
+    clock = Clock()
+    with TransactionCoordinator(tmp_path, transaction_version=tv, num_partitions=3, clock=clock) as coord:
+        pid, e = coord.init_producer_id("tx", transaction_timeout_ms=1000)
+        assert ids_held(coord, "tx") == (S.Empty, pid, pid, -1)
+        pid, e = coord.init_producer_id("tx", transaction_timeout_ms=1000)  # a new instance
+        coord.add_partitions("tx", pid, e, [("t", 0)])
+        coord.add_partitions("tx", pid, e, [("t", 1)])
+        assert ids_held(coord, "tx") == (S.Ongoing, pid, pid, -1)
+        pid, e = coord.end_transaction("tx", pid, e, commit=True)
+        if tv >= 2:
+            pid, e = coord.end_transaction("tx", pid, e, commit=False)  # TV2: an abort with nothing in it
+        coord.add_partitions("tx", pid, e, [("t", 0)])
+        timed_out = coord.abort_timed_out(clock.now + 5000)  # PrepareEpochFence (never written), then the abort
+        expected = ([(S.Empty, pid, pid, -1)] * 2 + [(S.Ongoing, pid, pid, -1)] * 2
+                    + [(S.PrepareCommit, pid, pid, -1), (S.CompleteCommit, pid, pid, -1)]
+                    + [(S.PrepareAbort, pid, pid, -1), (S.CompleteAbort, pid, pid, -1)] * (tv >= 2)
+                    + [(S.Ongoing, pid, pid, -1), (S.PrepareAbort, pid, pid, -1), (S.CompleteAbort, pid, pid, -1)])  # fmt: skip
+        got = timed_out, ids_held(coord, "tx"), ids_written(coord, "tx")
+        assert got == (["tx"], (S.CompleteAbort, pid, pid, -1), expected)
+    with TransactionCoordinator(tmp_path, transaction_version=tv, num_partitions=3, clock=clock) as coord:
+        assert ids_held(coord, "tx") == (S.CompleteAbort, pid, pid, -1)  # TransactionLog.read
+        expired = coord.expire_transactional_ids(clock.now + 10, expiration_ms=0)
+        assert (expired, ids_written(coord, "tx", len(expected) - 1)) == (["tx"], [(S.CompleteAbort, pid, pid, -1),
+                                                                                    None])  # fmt: skip
+
+
+def test_previous_producer_id_is_written_by_the_value_version_not_the_clients(tmp_path):
+    """Under transaction.version 0 (value version 0) the ids are held in memory but never written; a
+    coordinator with version 2 writes them (value version 1) for a transaction whose client uses version 0."""
+    clock = Clock()
+    with TransactionCoordinator(tmp_path, transaction_version=0, clock=clock) as coord:
+        pid, e = coord.init_producer_id("a")
+        coord.add_partitions("a", pid, e, [("t", 0)])
+        assert (ids_held(coord, "a"), ids_written(coord, "a")) == (
+            (S.Ongoing, pid, pid, -1), [(S.Empty, pid, -1, -1), (S.Ongoing, pid, -1, -1)])  # fmt: skip
+    with TransactionCoordinator(tmp_path, transaction_version=2, clock=clock) as coord:
+        done = coord.end_transaction("a", pid, e, commit=True)  # endTransactionWithTV1
+        client_versions = {r.value.client_transaction_version for r in state_records(coord, "a")}
+        assert (done, client_versions, ids_written(coord, "a", 2)) == (
+            (pid, e), {0}, [(S.PrepareCommit, pid, pid, -1), (S.CompleteCommit, pid, pid, -1)])  # fmt: skip
+
+
+def test_previous_producer_id_after_a_rotation_at_init_producer_id(tmp_path):
+    """prepareProducerIdRotation records the old id; the retry of that InitProducerId (prepareIncrementProducerEpoch
+    with the last epoch) records the new one, so a second retry naming the old id is fenced (isValidProducerId)."""
+    _state_log_with(tmp_path, "old", TxnMetadataValue(77, 32766, 60000, S.CompleteCommit, {}, T0, T0,
+                                                      client_transaction_version=2))  # fmt: skip
+    with TransactionCoordinator(tmp_path, clock=Clock(T0 + 1)) as coord:
+        new_pid, epoch = coord.init_producer_id("old", producer_id=77, producer_epoch=32766)
+        retried = coord.init_producer_id("old", producer_id=77, producer_epoch=32766)  # answered, not bumped
+        assert (retried, ids_held(coord, "old"), ids_written(coord, "old", 1)) == ((new_pid, epoch), (
+            S.Empty, new_pid, new_pid, -1), [(S.Empty, new_pid, 77, -1), (S.Empty, new_pid, new_pid, -1)])  # fmt: skip
+        with pytest.raises(ProducerFencedError):
+            coord.init_producer_id("old", producer_id=77, producer_epoch=32766)
+
+
+def test_next_producer_id_through_a_rotation_at_completion(tmp_path):
+    """TV2 at the last epoch: prepareAbortOrCommit takes the next producer id, prepareComplete moves to it and
+    records the old id as the previous one; once another transition has recorded the new id, a late EndTxn
+    naming the old id is no longer a retry (INVALID_PRODUCER_ID_MAPPING)."""
+    _state_log_with(tmp_path, "old", TxnMetadataValue(77, 32765, 60000, S.CompleteCommit, {}, T0, T0,
+                                                      client_transaction_version=2))  # fmt: skip
+    with TransactionCoordinator(tmp_path, clock=Clock(T0 + 1)) as coord:
+        begun = coord.init_producer_id("old")
+        coord.add_partitions("old", 77, 32766, [("t", 0)])
+        done = coord.end_transaction("old", 77, 32766, commit=True)
+        assert (begun, done, ids_held(coord, "old"), ids_written(coord, "old", 1)) == (
+            (77, 32766), (78, 0), (S.CompleteCommit, 78, 77, -1), [
+                (S.Empty, 77, 77, -1), (S.Ongoing, 77, 77, -1), (S.PrepareCommit, 77, 77, 78),
+                (S.CompleteCommit, 78, 77, -1)])  # fmt: skip
+        coord.add_partitions("old", 78, 0, [("t", 0)])
+        with pytest.raises(InvalidProducerIdMappingError):
+            coord.end_transaction("old", 77, 32766, commit=True)
+
+
+@pytest.mark.parametrize("tv", [1, 2])
+def test_next_producer_id_is_carried_until_an_end_transaction_sets_it(tmp_path, tv):
+    """prepareIncrementProducerEpoch and prepareAddPartitions carry nextProducerId as they find it;
+    prepareAbortOrCommit replaces it with its caller's (-1 below the last epoch), so the completion does not
+    move to a stale id."""
+    _state_log_with(tmp_path, "x", TxnMetadataValue(77, 5, 60000, S.CompleteCommit, {}, T0, T0, next_producer_id=500,
+                                                    client_transaction_version=tv))  # fmt: skip
+    with TransactionCoordinator(tmp_path, transaction_version=tv, clock=Clock(T0 + 1)) as coord:
+        pid, e = coord.init_producer_id("x")
+        coord.add_partitions("x", pid, e, [("t", 0)])
+        done = coord.end_transaction("x", pid, e, commit=True)
+        assert (done, ids_written(coord, "x", 1)) == ((77, 6 + (tv >= 2)), [
+            (S.Empty, 77, 77, 500), (S.Ongoing, 77, 77, 500), (S.PrepareCommit, 77, 77, -1),
+            (S.CompleteCommit, 77, 77, -1)])  # fmt: skip
+
+
+@pytest.mark.parametrize("tv", [1, 2])
+def test_a_fencing_abort_at_the_last_epoch_sets_no_next_producer_id(tmp_path, tv):
+    """A fencing abort passes no next producer id to prepareAbortOrCommit (TransactionCoordinator.endTransaction's
+    !isEpochFence guard; KAFKA-20090 drops it on trunk, not followed here): the fence takes epoch 32767 and the
+    next InitProducerId rotates the id (prepareProducerIdRotation), recording the old one."""
+    clock = Clock()
+    with TransactionCoordinator(tmp_path, transaction_version=tv, clock=clock) as coord:
+        pid, _ = coord.init_producer_id("last", transaction_timeout_ms=1000)
+        coord._txns["last"].producer_epoch = 32766
+        coord.add_partitions("last", pid, 32766, [("t", 0)])
+        n = len(state_records(coord, "last"))
+        timed_out = coord.abort_timed_out(clock.now + 5000)
+        new_pid, epoch = coord.init_producer_id("last")
+        assert (timed_out, new_pid != pid, epoch, ids_written(coord, "last", n)) == (["last"], True, 0, [
+            (S.PrepareAbort, pid, pid, -1), (S.CompleteAbort, pid, pid, -1), (S.Empty, new_pid, pid, -1)])  # fmt: skip
+
+
 # ------------------------------------------------------------------------------------------ reload
 def test_reload_from_the_state_log(tmp_path):
     clock = Clock()

@@ -12,7 +12,10 @@ and in one process (kafka-format.md section 9):
   of the finalized ``transaction.version``): 0 under ``transaction_version`` 0, 1 (flexible, with the
   transaction's ``ClientTransactionVersion`` tagged when it is not 0) under 1 and 2.  One departure: a
   coordinator reopened with version 0 over transactions begun under 1 or 2 writes their values as version
-  1, since version 0 cannot hold their tagged fields (Kafka's serializer would refuse the write);
+  1, since version 0 cannot hold their tagged fields (Kafka's serializer would refuse the write).  Every
+  version 1 value carries ``PreviousProducerId`` -- every transition records the producer id it leaves, as
+  Kafka 4.1+'s ``TransactionMetadata.prepareTransitionTo`` does -- and ``NextProducerId`` (set by a TV2
+  PrepareCommit/PrepareAbort at an exhausted epoch, cleared on completion), as Kafka writes them since KAFKA-20310;
 * every state change goes through :func:`kafkatx.txnlog.transition`, so an illegal one raises
   :class:`~kafkatx.errors.IllegalTransitionError` before anything is written;
 * ``end_transaction`` writes PrepareCommit/PrepareAbort, then a COMMIT/ABORT marker (with the coordinator
@@ -154,12 +157,15 @@ class TransactionMetadata:
     partitions: set = field(default_factory=set)  # {(topic, partition)}
     start_timestamp_ms: int = -1
     last_update_timestamp_ms: int = -1
-    previous_producer_id: int = -1  # lastProducerId
-    next_producer_id: int = -1
+    previous_producer_id: int = -1  # prevProducerId: the producer id before the last transition
+    next_producer_id: int = -1  # nextProducerId: the id a TV2 transaction moves to when it completes
     last_producer_epoch: int = -1  # Kafka's lastProducerEpoch (not persisted); EndTxn retries go by epoch arithmetic
     client_transaction_version: int = 0
 
-    def to_value(self) -> TxnMetadataValue:
+    def to_value(self, value_version: int = 1) -> TxnMetadataValue:
+        """The value ``TransactionLog.valueToBytes`` writes at ``value_version``: PreviousProducerId and
+        NextProducerId are tagged fields, set at version 1 only (KAFKA-20310; earlier Kafka never set them)."""
+        tagged_ids = value_version >= 1
         if self.state is _S.Empty:
             parts = None  # TransactionLog.valueToBytes: null partitions for Empty
         else:
@@ -174,8 +180,8 @@ class TransactionMetadata:
             partitions=parts,
             last_update_timestamp_ms=self.last_update_timestamp_ms,
             start_timestamp_ms=self.start_timestamp_ms,
-            previous_producer_id=self.previous_producer_id if self.client_transaction_version >= 1 else -1,
-            next_producer_id=self.next_producer_id if self.client_transaction_version >= 1 else -1,
+            previous_producer_id=self.previous_producer_id if tagged_ids else -1,
+            next_producer_id=self.next_producer_id if tagged_ids else -1,
             client_transaction_version=self.client_transaction_version,
         )
 
@@ -406,11 +412,11 @@ class TransactionCoordinator:
 
     def _persist(self, meta: TransactionMetadata) -> None:
         n = txn_partition_for(meta.transactional_id, self.num_partitions)
-        value = meta.to_value()
-        # TransactionLog.valueToBytes: the coordinator's transactionLogValueVersion (None under version 0: 0,
-        # or 1 when the value has tagged fields that 0 cannot hold)
-        batch = encode_txn_records([(meta.transactional_id, value)], timestamp=meta.last_update_timestamp_ms,
-                                   version=1 if self.transaction_version >= 1 else None)  # fmt: skip
+        # TransactionLog.valueToBytes: the coordinator's transactionLogValueVersion (0 under version 0, or 1 when
+        # the transaction's ClientTransactionVersion is one that 0 cannot hold: the module docstring's departure)
+        version = 1 if self.transaction_version >= 1 or meta.client_transaction_version >= 1 else 0
+        batch = encode_txn_records([(meta.transactional_id, meta.to_value(version))],
+                                   timestamp=meta.last_update_timestamp_ms, version=version)  # fmt: skip
         self._state_writer(n).append(batch, origin="coordinator")
 
     def _tombstone(self, transactional_id: str, now: int) -> None:
@@ -434,6 +440,9 @@ class TransactionCoordinator:
         write ``new`` to the state log, then adopt it."""
         transition(meta.state, new.state, transaction_version=new.client_transaction_version)
         if persist:
+            # prepareTransitionTo: every transition records the producer id it leaves as prevProducerId (the
+            # in-memory PrepareEpochFence is never completed in Kafka, so it leaves it alone)
+            new.previous_producer_id = meta.producer_id
             self._persist(new)
         meta.__dict__.update(new.__dict__)
         meta.partitions = set(new.partitions)
@@ -491,10 +500,10 @@ class TransactionCoordinator:
         new.start_timestamp_ms = -1
         new.last_update_timestamp_ms = now
         new.client_transaction_version = self.transaction_version
-        new.next_producer_id = -1
+        # prepareProducerIdRotation / prepareIncrementProducerEpoch leave nextProducerId as it is; _apply sets
+        # prevProducerId to the id held before (the old one when rotating)
         if meta.producer_epoch >= _EXHAUSTED and (expected is None or expected[1] == meta.producer_epoch):
             # prepareProducerIdRotation; with an expected epoch, the last epoch is kept for its retry
-            new.previous_producer_id = meta.producer_id
             new.producer_id = self._allocate_producer_id()
             new.producer_epoch = 0
             new.last_producer_epoch = meta.producer_epoch if expected is not None else -1
@@ -688,6 +697,9 @@ class TransactionCoordinator:
         new.state = _S.PrepareCommit if commit else _S.PrepareAbort
         new.last_update_timestamp_ms = now
         new.client_transaction_version = transaction_version
+        # prepareAbortOrCommit takes nextProducerId from its caller: -1 from endTransactionWithTV1 and from a
+        # fencing abort, a new id from a TV2 EndTxn at an exhausted epoch
+        new.next_producer_id = -1
         # KIP-890: a client's commit or abort bumps the epoch; a fencing abort does not bump it again (it runs
         # at the fencing epoch: KAFKA-19367, Kafka 4.1)
         if transaction_version >= 2 and not fence:
@@ -717,11 +729,12 @@ class TransactionCoordinator:
         new.state = _S.CompleteCommit if commit else _S.CompleteAbort
         new.partitions = set()
         new.last_update_timestamp_ms = self._now()
+        # prepareComplete: a TV2 transaction given a next producer id moves to it at epoch 0 (prevProducerId, set
+        # by _apply, is the id it ran under); nextProducerId is cleared under every version
         if meta.client_transaction_version >= 2 and meta.next_producer_id >= 0:
-            new.previous_producer_id = meta.producer_id
             new.producer_id = meta.next_producer_id
             new.producer_epoch = 0
-            new.next_producer_id = -1
+        new.next_producer_id = -1
         self._apply(meta, new)
 
     # ------------------------------------------------------------------------------ views

@@ -149,7 +149,7 @@ def test_decoding_in_map_in_pandas(spark):
     assert_same_records(got, want, columns)
 
 
-def test_a_corrupt_batch_fails_the_spark_job_with_its_position(spark):
+def test_a_corrupt_batch_fails_the_spark_job_naming_its_row(spark):
     data, _ = load_golden("segment_mixed")
     rows = raw_batches(data)
     bad = bytearray(rows[2])
@@ -160,3 +160,4 @@ def test_a_corrupt_batch_fails_the_spark_job_with_its_position(spark):
     with pytest.raises(Exception, match="CrcMismatchError") as info:
         df.mapInArrow(func, kafkatx_arrow.spark_schema()).collect()
     assert "crc" in str(info.value).lower()
+    assert "(in row 2 of the column) (at byte 0," in str(info.value)  # the row Spark gave, the batch's start

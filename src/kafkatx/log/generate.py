@@ -83,7 +83,7 @@ class _DefaultRecords(int):
 
 DEFAULT_RECORDS = _DefaultRecords(100_000)
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-_PARTITION_NAME_RE = re.compile(r"([a-zA-Z0-9._-]{1,249})-([0-9]+)")  # <topic>-<partition>: one path component
+_PARTITION_NAME_RE = re.compile(r"(.+)-[0-9]+")  # <topic>-<partition>, the topic checked by _legal_topic
 _QI = struct.Struct(">qi")
 _I = struct.Struct(">i")
 
@@ -138,6 +138,12 @@ def _record_bytes(offset, key, value) -> bytes:
     klen = -1 if key is None else len(key)
     vlen = -1 if value is None else len(value)
     return b"".join((_QI.pack(offset, klen), key or b"", _I.pack(vlen), value or b""))
+
+
+def _legal_topic(t) -> bool:
+    """Whether ``t`` is a topic name Kafka allows (1-249 of [a-zA-Z0-9._-], not ``.`` or ``..``): one
+    directory name, never a path."""
+    return isinstance(t, str) and _TOPIC_RE.fullmatch(t) is not None and t not in (".", "..")
 
 
 # ------------------------------------------------------------------------------------ manifest
@@ -225,7 +231,7 @@ class Manifest:
         for name, exp in d["partitions"].items():
             # a partition's name is joined to the directory verify_directory reads: never a path out of it
             m = _PARTITION_NAME_RE.fullmatch(name)
-            if m is None or m.group(1) in (".", ".."):
+            if m is None or not _legal_topic(m.group(1)):
                 raise ManifestError(f"partition {name!r:.80} is not a <topic>-<partition> directory name")
             if not isinstance(exp, dict):
                 raise ManifestError(f"partition {name!r} is {type(exp).__name__} {exp!r:.40}, not dict")
@@ -826,7 +832,7 @@ def generate(path, *, topics=("orders",), partitions: int = 3, records=DEFAULT_R
     such pages cost the host's page faults again when first used: there 0 may generate faster.)
     """
     topics = (topics,) if isinstance(topics, str) else tuple(topics)
-    if not topics or any(not isinstance(t, str) or not _TOPIC_RE.fullmatch(t) or t in (".", "..") for t in topics):
+    if not topics or not all(_legal_topic(t) for t in topics):
         raise ValueError(f"invalid topic names {topics!r} (Kafka allows 1-249 of [a-zA-Z0-9._-])")
     if len(set(topics)) != len(topics) or "__transaction_state" in topics:
         raise ValueError(f"invalid topic names {topics!r} (duplicates, or the coordinator's own topic)")

@@ -12,6 +12,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import struct
 import sys
 import zlib
@@ -54,6 +55,8 @@ TXNINDEX_ENTRY_SIZE = 34
 SUMMARY_CHUNK_BYTES = 16 * 1024 * 1024
 
 SAMPLE_LOG = ("data", "sample", "00000000000000000000.log")
+_JSON_ESCAPE = re.compile(r'[\x00-\x1f"\\]')
+_JSON_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
 
 
 class CliError(Exception):
@@ -83,6 +86,20 @@ def _header_key(key) -> str:
     if isinstance(key, str):
         return key.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return _text(key)
+
+
+def _jackson(obj) -> str:
+    """``obj`` (dicts, lists, str, int, None) as Jackson's ``JsonNode.toString()`` writes it: compact,
+    non-ASCII characters as they are, control characters as ``\\u00XX`` with upper-case hex digits."""
+    if isinstance(obj, str):
+        return '"' + _JSON_ESCAPE.sub(lambda m: _JSON_SHORT_ESCAPES.get(m.group(), f"\\u{ord(m.group()):04X}"), obj) + '"'
+    if isinstance(obj, dict):
+        return "{" + ",".join(f"{_jackson(k)}:{_jackson(v)}" for k, v in obj.items()) + "}"
+    if isinstance(obj, list):
+        return "[" + ",".join(_jackson(v) for v in obj) + "]"
+    if obj is None:
+        return "null"
+    return str(int(obj))
 
 
 def _java_bool(flag) -> str:
@@ -221,7 +238,29 @@ def _batch_json(batch, valid: bool) -> dict:
     }
 
 
-def _record_output(batch, record, args, legacy_crc, as_json):
+def _txn_log_data(record, undecoded):
+    """(key, payload, skipped) of a ``__transaction_state`` record as DumpLogSegments'
+    TransactionLogMessageParser shows them: Kafka's JSON of key and value (the payload ``"<DELETE>"`` for a
+    tombstone), or a "skipping" message in place of both for a key of an unknown record type, and for bytes
+    that do not decode (also noted in ``undecoded``; Kafka's tool stops at a record without a key)."""
+    from . import txnlog
+
+    try:
+        if record.key is None:
+            raise InvalidRecordError("the record has no key (a __transaction_state record always has one)")
+        tid = txnlog.decode_txn_key(record.key)
+        if isinstance(tid, txnlog.UnknownKey):
+            return None, None, f"Unknown record type {tid.version} at offset {record.offset}, skipping."
+        value = txnlog.decode_txn_value(record.value)
+    except KafkaTxError as exc:
+        undecoded.append((record.offset, str(exc)))
+        return None, None, f"Error at offset {record.offset}, skipping. {exc}"
+    if value is None:
+        return txnlog.key_json(tid), "<DELETE>", None
+    return txnlog.key_json(tid), txnlog.value_json(value, struct.unpack_from(">h", record.value)[0]), None
+
+
+def _record_output(batch, record, args, legacy_crc, as_json, undecoded):
     """One ``| offset: ...`` line (or JSON object) for a record, as DumpLogSegments prints it."""
     key, value = record.key, record.value
     key_size = -1 if key is None else len(key)
@@ -231,6 +270,12 @@ def _record_output(batch, record, args, legacy_crc, as_json):
         type_id, coordinator_epoch = _parse_control(record, batch)
         control = (type_id, coordinator_epoch)
     show_data = args.print_data_log and not batch.is_control
+    skipped = None
+    if show_data and args.transaction_log_decoder:
+        key, value, skipped = _txn_log_data(record, undecoded)
+    elif show_data:
+        key = None if key is None else _text(key)
+        value = None if value is None else _text(value)
     if as_json:
         obj = {
             "type": "record",
@@ -250,9 +295,11 @@ def _record_output(batch, record, args, legacy_crc, as_json):
             obj["control_type_id"] = control[0]
             if control[1] is not None:
                 obj["coordinator_epoch"] = control[1]
-        if show_data:
-            obj["key"] = None if key is None else _text(key)
-            obj["payload"] = None if value is None else _text(value)
+        if skipped is not None:
+            obj["skipped"] = skipped
+        elif show_data:
+            obj["key"] = key
+            obj["payload"] = value
         return obj
     parts = []
     prefix = "| "
@@ -274,12 +321,14 @@ def _record_output(batch, record, args, legacy_crc, as_json):
                 parts.append(f" endTxnMarker: {_control_name(type_id)} coordinatorEpoch: {coordinator_epoch}")
             else:
                 parts.append(f" controlType: {_control_name(type_id)}({type_id})")
-    if show_data:
+    if skipped is not None:
+        parts.append(f"{prefix}key: {skipped}")
+    elif show_data:
         if key is not None:
-            parts.append(f"{prefix}key: {_text(key)}")
+            parts.append(f"{prefix}key: {key if isinstance(key, str) else _jackson(key)}")
             prefix = " "
-        if value is not None:
-            parts.append(f" payload: {_text(value)}")  # (DumpLogSegments writes " payload: " with no prefix)
+        if value is not None:  # (DumpLogSegments writes " payload: " with no prefix)
+            parts.append(f" payload: {value if isinstance(value, str) else _jackson(value)}")
     return "".join(parts)
 
 
@@ -297,6 +346,7 @@ def _dump_log(path: Path, display: str, args) -> int:
     if args.max_bytes is not None:
         view = view[: args.max_bytes]
     deep = args.deep_iteration or args.print_data_log
+    undecoded = []  # (offset, reason) of each record --transaction-log-decoder could not decode
     status = EXIT_OK
     invalid_positions = []
     gaps = []
@@ -318,7 +368,7 @@ def _dump_log(path: Path, display: str, args) -> int:
             legacy_crc = None
             if checksums is not None:
                 legacy_crc = checksums[i] if i < len(checksums) else (batch.crc, valid)
-            line = _record_output(batch, record, args, legacy_crc, as_json)
+            line = _record_output(batch, record, args, legacy_crc, as_json, undecoded)
             _out(json.dumps(line) if as_json else line)
     trailing = it.trailing_bytes
     if trailing > 0 and args.max_bytes is None:
@@ -330,6 +380,11 @@ def _dump_log(path: Path, display: str, args) -> int:
         sys.stderr.write(f"Non-consecutive offsets in {display}\n")
         for a, b in gaps:
             sys.stderr.write(f"  {a} is followed by {b}\n")
+    if undecoded:
+        sys.stdout.flush()
+        _err(f"{display}: {len(undecoded)} record(s) are not __transaction_state records, the first at offset "
+             f"{undecoded[0][0]}: {undecoded[0][1]}")  # fmt: skip
+        status = EXIT_ERROR
     if invalid_positions and args.verify_crc:
         sys.stdout.flush()
         _err(
@@ -531,6 +586,7 @@ def _snapshot_line(e) -> str:
 
 def cmd_dump(args) -> int:
     status = EXIT_OK
+    args.print_data_log = args.print_data_log or args.transaction_log_decoder  # as Kafka's tool: a decoder prints
     for name in args.files:
         path = Path(name)
         try:
@@ -1058,6 +1114,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=".index/.timeindex: only run the check a broker runs on start (rebuild or not)")
     p.add_argument("--print-data-log", action="store_true", help="print keys and values (implies --deep-iteration)")
     p.add_argument("--deep-iteration", action="store_true", help="print every record, not only batches")
+    p.add_argument("--transaction-log-decoder", action="store_true",
+                   help="show keys and values as __transaction_state records, in Kafka's JSON (implies "
+                   "--print-data-log); a record that does not decode makes the exit code 1")  # fmt: skip
     p.add_argument("--skip-record-metadata", action="store_true", help="with --print-data-log: only key and payload")
     p.add_argument("--no-verify-crc", dest="verify_crc", action="store_false",
                    help="CRC mismatches only show as isvalid: false (exit code 0)")  # fmt: skip

@@ -17,6 +17,9 @@ known tagged field of the wrong size and bytes left over after the value all rai
 :class:`~kafkatx.errors.TxnLogError` naming the byte position.  (Kafka ignores bytes left over after a
 key or value; it never writes any, so rejecting them loses nothing Kafka produces.)
 
+:func:`key_json` and :func:`value_json` give a decoded key and value in the JSON shape Kafka's tools print
+(``kafka-dump-log.sh --transaction-log-decoder``; ``kafkatx dump --transaction-log-decoder`` prints them).
+
 Also here: :func:`txn_partition_for` (which ``__transaction_state`` partition holds an id), the
 coordinator's :class:`TransactionState` table (:func:`can_transition` / :func:`transition`, with a
 ``transaction_version`` switch for the KIP-890 additions) and the producer client's
@@ -47,6 +50,8 @@ __all__ = [
     "encode_txn_record",
     "encode_txn_records",
     "decode_txn_records",
+    "key_json",
+    "value_json",
     "java_string_hash",
     "txn_partition_for",
     "can_transition",
@@ -503,6 +508,46 @@ def decode_txn_value(data) -> TxnMetadataValue | None:
             (extra[attr],) = r.unpack(st, attr)
     r.done()
     return TxnMetadataValue(pid, epoch, timeout, state, parts, last_update, start_ts, **extra)
+
+
+# ------------------------------------------------------------------------------------------ as JSON
+def key_json(transactional_id: str) -> dict:
+    """A key as Kafka's tools show it (``kafka-dump-log.sh --transaction-log-decoder``): the record type as
+    a string (``"0"``, TransactionLogKey's apiKey) and the fields of the generated ``TransactionLogKey``
+    JSON converter."""
+    return {"type": str(TXN_KEY_VERSION), "data": {"transactionalId": transactional_id}}
+
+
+def value_json(value: TxnMetadataValue, version: int) -> dict:
+    """A value written at ``version`` as Kafka's tools show it: the version as a string and the fields as
+    the generated ``TransactionLogValue`` JSON converter writes them.
+
+    Fields come in the order TransactionLogValue.json declares them, so ``previousProducerId`` and
+    ``nextProducerId`` sit between ``producerId`` and ``producerEpoch``; a tagged field appears only at
+    version 1 and only when it is not its default.  ``nextProducerEpoch`` (tag 3) comes last: the schema
+    files read for this place it nowhere, so its position is kafkatx's choice.  ``transactionPartitions``
+    is ``null`` where the value holds none (Kafka writes null for Empty), one entry per topic otherwise.
+    """
+    tagged = {attr: (getattr(value, attr) if version >= 1 and getattr(value, attr) != default else None)
+              for _tag, attr, _st, default in _TAGGED}  # fmt: skip
+    data = {"producerId": value.producer_id}
+    for attr, name in (("previous_producer_id", "previousProducerId"), ("next_producer_id", "nextProducerId")):
+        if tagged[attr] is not None:
+            data[name] = tagged[attr]
+    data["producerEpoch"] = value.producer_epoch
+    data["transactionTimeoutMs"] = value.transaction_timeout_ms
+    data["transactionStatus"] = int(_value_state(value.state))
+    parts = value.partitions
+    data["transactionPartitions"] = (
+        None if parts is None else [{"topic": topic, "partitionIds": list(ids)} for topic, ids in parts.items()]
+    )
+    data["transactionLastUpdateTimestampMs"] = value.last_update_timestamp_ms
+    data["transactionStartTimestampMs"] = value.start_timestamp_ms
+    for attr, name in (("client_transaction_version", "clientTransactionVersion"),
+                       ("next_producer_epoch", "nextProducerEpoch")):  # fmt: skip
+        if tagged[attr] is not None:
+            data[name] = tagged[attr]
+    return {"version": str(version), "data": data}
 
 
 # ------------------------------------------------------------------------------------------ records

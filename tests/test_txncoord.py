@@ -86,6 +86,7 @@ def test_every_illegal_transition_is_rejected_before_anything_is_written(tmp_pat
         with TransactionCoordinator(d, transaction_version=tv, num_partitions=1, clock=Clock()) as coord:
             coord.init_producer_id("tx")
             meta = coord._txns["tx"]
+            meta.client_transaction_version = tv  # _apply checks a change under the version it is made with
             writer = coord._state_writer(0)
             checked = 0
             for a, b in itertools.product(S, S):
@@ -162,9 +163,9 @@ def test_end_transaction_of_a_tv0_transaction_follows_end_transaction_with_tv1(t
         with pytest.raises(IllegalTransitionError, match="INVALID_TXN_STATE"):
             coord.end_transaction("tx", pid, e, commit=False)  # CompleteCommit + ABORT
         p2, e2 = coord.describe("other").producer_id, coord.describe("other").producer_epoch
-        for commit in (True, False):  # Empty takes neither
+        for commit in (True, False):  # Empty takes neither from a TV0 client (EndTxn v4 and below)
             with pytest.raises(IllegalTransitionError, match="INVALID_TXN_STATE"):
-                coord.end_transaction("other", p2, e2, commit=commit)
+                coord.end_transaction("other", p2, e2, commit=commit, transaction_version=0)
         meta = coord._txns["tx"]
         new = meta.copy()
         new.state = S.PrepareAbort
@@ -432,7 +433,8 @@ def test_marker_epochs_and_state_values_by_transaction_version(tmp_path, tv):
             [(e, 0), (e, 1), (e + 1, 0), (e + 1, 1), (e + 2, 0), (e + 2, 1)] if tv == 2
             else [(e, 0), (e, 1), (e, 2), (e, 3), (e, 4), (e, 5)])  # fmt: skip
         recs = state_records(coord, "tx")
-        assert {r.value.client_transaction_version for r in recs} == {tv}
+        # handleInitProducerId creates a new id with TV_0; AddPartitionsToTxn and EndTxn record the client's
+        assert [r.value.client_transaction_version for r in recs] == [0] + [tv] * (len(recs) - 1)
         prepare = [r.value for r in recs if r.value.state is S.PrepareCommit]
         assert [v.producer_epoch for v in prepare] == ([e + 1, e + 3] if tv == 2 else [e, e])
         # the value version on disk: 0 under TV0, 1 (flexible, tagged ClientTransactionVersion) under TV2
@@ -440,6 +442,48 @@ def test_marker_epochs_and_state_values_by_transaction_version(tmp_path, tv):
         raw = [r.value for b in iter_batches(log_bytes(d)) for r in b.records()]
         assert {v[:2] for v in raw} == ({b"\x00\x01"} if tv == 2 else {b"\x00\x00"})
     assert committed_values(tmp_path / "t-0") == [b"r0-a", b"r0-b", b"r2-a", b"r2-b"]
+
+
+def test_client_transaction_version_is_recorded_as_kafka_records_it(tmp_path):
+    """handleInitProducerId creates a new id with TV_0, and InitProducerId (prepareIncrementProducerEpoch,
+    prepareProducerIdRotation) carries the recorded version as it finds it; prepareAddPartitions and
+    prepareAbortOrCommit record the request's.  A new id's first value therefore holds no ClientTransactionVersion
+    (its tagged field left out), and the InitProducerId after a transaction the version of that transaction."""
+    with TransactionCoordinator(tmp_path, transaction_version=2, clock=Clock()) as coord:
+        pid, e = coord.init_producer_id("a")
+        coord.add_partitions("a", pid, e, [("t", 0)])
+        pid, e = coord.end_transaction("a", pid, e, commit=True)
+        coord.init_producer_id("a")
+        recs = state_records(coord, "a")
+        assert [(r.value.state, r.value.client_transaction_version) for r in recs] == [
+            (S.Empty, 0), (S.Ongoing, 2), (S.PrepareCommit, 2), (S.CompleteCommit, 2), (S.Empty, 2)]  # fmt: skip
+        d = tmp_path / f"__transaction_state-{coord.state_partition_for('a')}"
+        first = next(r.value for b in iter_batches(log_bytes(d)) for r in b.records())
+        # version 1 value, tagged fields: PreviousProducerId (tag 0) only
+        assert first[:2] == b"\x00\x01" and first[-11:-8] == b"\x01\x00\x08"
+
+
+def test_the_requests_transaction_version_picks_the_end_transaction_path(tmp_path):
+    """The version an AddPartitionsToTxn or EndTxn carries: named by the caller; else the one recorded for the
+    transaction in progress (a client does not switch inside one, also across a reopen of the coordinator), and
+    the coordinator's own for an id in Empty."""
+    clock = Clock()
+    with TransactionCoordinator(tmp_path, transaction_version=2, clock=clock) as coord:
+        pid, e = coord.init_producer_id("old-client")
+        coord.add_partitions("old-client", pid, e, [("t", 0)], transaction_version=0)
+        assert coord.end_transaction("old-client", pid, e, commit=True) == (pid, e)  # its TV0 transaction: no bump
+        assert {r.value.client_transaction_version for r in state_records(coord, "old-client")} == {0}
+        pid_b, e_b = coord.init_producer_id("b")
+        coord.add_partitions("b", pid_b, e_b, [("t", 1)])
+        with pytest.raises(ValueError, match="transaction_version"):
+            coord.end_transaction("b", pid_b, e_b, commit=True, transaction_version=3)
+        pid_c, e_c = coord.init_producer_id("c")
+    with TransactionCoordinator(tmp_path, transaction_version=0, clock=clock) as coord:
+        assert coord.end_transaction("b", pid_b, e_b, commit=True) == (pid_b, e_b + 1)  # TV2 inside its transaction
+        with pytest.raises(IllegalTransitionError, match="INVALID_TXN_STATE"):
+            coord.end_transaction("c", pid_c, e_c, commit=False)  # Empty: the coordinator's version 0
+        # a TV2 client aborting a transaction with nothing in it (KIP-890): the epoch is bumped
+        assert coord.end_transaction("c", pid_c, e_c, commit=False, transaction_version=2) == (pid_c, e_c + 1)
 
 
 def test_value_version_is_the_coordinators_and_fences_use_its_transaction_version(tmp_path):
@@ -459,8 +503,8 @@ def test_value_version_is_the_coordinators_and_fences_use_its_transaction_versio
         assert {v[:2] for v in raw_values(coord, "a") + raw_values(coord, "b")} == {b"\x00\x00"}
     with TransactionCoordinator(tmp_path, transaction_version=2, clock=clock) as coord:
         n = len(raw_values(coord, "a"))
-        coord.add_partitions("a", pid, e, [("t", 0)])  # the TV0 client goes on under its own version
-        assert coord.end_transaction("a", pid, e, commit=True) == (pid, e)  # no bump: TV0
+        coord.add_partitions("a", pid, e, [("t", 0)], transaction_version=0)  # a TV0 client goes on under its own
+        assert coord.end_transaction("a", pid, e, commit=True, transaction_version=0) == (pid, e)  # no bump: TV0
         new = raw_values(coord, "a")[n:]
         assert len(new) == 3 and {v[:2] for v in new} == {b"\x00\x01"}  # but the values are version 1
         assert {r.value.client_transaction_version for r in state_records(coord, "a")[n:]} == {0}

@@ -16,6 +16,11 @@ and in one process (kafka-format.md section 9):
   version 1 value carries ``PreviousProducerId`` -- every transition records the producer id it leaves, as
   Kafka 4.1+'s ``TransactionMetadata.prepareTransitionTo`` does -- and ``NextProducerId`` (set by a TV2
   PrepareCommit/PrepareAbort at an exhausted epoch, cleared on completion), as Kafka writes them since KAFKA-20310;
+* the ``ClientTransactionVersion`` a value records is Kafka's: 0 for an id InitProducerId creates, carried
+  unchanged by InitProducerId, set by AddPartitionsToTxn and EndTxn to the version their request carries
+  (``transaction_version=`` of :meth:`~TransactionCoordinator.add_partitions` /
+  :meth:`~TransactionCoordinator.end_transaction`; by default the coordinator's own for a new transaction and
+  the recorded one inside a transaction), which also picks the EndTxn path as in Kafka;
 * every state change goes through :func:`kafkatx.txnlog.transition`, so an illegal one raises
   :class:`~kafkatx.errors.IllegalTransitionError` before anything is written;
 * ``end_transaction`` writes PrepareCommit/PrepareAbort, then a COMMIT/ABORT marker (with the coordinator
@@ -480,9 +485,10 @@ class TransactionCoordinator:
         now = self._now()
         meta = self._txns.get(transactional_id)
         if meta is None:
+            # handleInitProducerId creates it with TransactionVersion.TV_0: the ClientTransactionVersion recorded
+            # is that of the AddPartitionsToTxn/EndTxn requests, which InitProducerId leaves as it finds it
             meta = TransactionMetadata(transactional_id, self._allocate_producer_id(), -1, transaction_timeout_ms,
-                                       _S.Empty, set(), -1, now,
-                                       client_transaction_version=self.transaction_version)  # fmt: skip
+                                       _S.Empty, set(), -1, now)  # fmt: skip
             self._txns[transactional_id] = meta
         self._check_expected(meta, expected)
         if meta.state in (_S.PrepareCommit, _S.PrepareAbort):
@@ -499,7 +505,6 @@ class TransactionCoordinator:
         new.partitions = set()
         new.start_timestamp_ms = -1
         new.last_update_timestamp_ms = now
-        new.client_transaction_version = self.transaction_version
         # prepareProducerIdRotation / prepareIncrementProducerEpoch leave nextProducerId as it is; _apply sets
         # prevProducerId to the id held before (the old one when rotating)
         if meta.producer_epoch >= _EXHAUSTED and (expected is None or expected[1] == meta.producer_epoch):
@@ -523,6 +528,18 @@ class TransactionCoordinator:
         self._apply(meta, new)
         return meta.producer_id, meta.producer_epoch
 
+    def _client_version(self, meta: TransactionMetadata, transaction_version: int | None) -> int:
+        """The transaction version an AddPartitionsToTxn or EndTxn request carries (Kafka takes it from the
+        request's version): ``transaction_version`` where the caller names it; else, for an id in Empty (a new
+        transaction), the coordinator's own -- the client speaks the cluster's version -- and otherwise the
+        version recorded for the transaction in progress or just ended (a client does not switch versions inside
+        a transaction, and a retried EndTxn comes from the client that sent the first)."""
+        if transaction_version is not None:
+            if transaction_version not in (0, 1, 2):
+                raise ValueError(f"transaction_version must be 0, 1 or 2, got {transaction_version!r}")
+            return transaction_version
+        return self.transaction_version if meta.state is _S.Empty else meta.client_transaction_version
+
     @staticmethod
     def _check_expected(meta: TransactionMetadata, expected) -> None:
         """TransactionCoordinator.isValidProducerId for an InitProducerId with an expected id and epoch."""
@@ -536,8 +553,13 @@ class TransactionCoordinator:
             f"{meta.transactional_id!r}: the producer was fenced"
         )
 
-    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions) -> None:
-        """AddPartitionsToTxn: the transaction moves to (or stays) Ongoing with these partitions."""
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions, *,
+                       transaction_version: int | None = None) -> None:  # fmt: skip
+        """AddPartitionsToTxn: the transaction moves to (or stays) Ongoing with these partitions.
+
+        ``transaction_version``: the client's (0, 1 or 2; AddPartitionsToTxn v5+ and the implicit adds of KIP-890
+        are 2), recorded as the transaction's ClientTransactionVersion as prepareAddPartitions does.  None: the
+        coordinator's own for a new transaction, the recorded one for a transaction in progress or just ended."""
         self._check_open()
         parts = _check_partitions(partitions)
         meta = self._txns.get(transactional_id)
@@ -561,19 +583,26 @@ class TransactionCoordinator:
         new.state = _S.Ongoing
         new.partitions = meta.partitions | parts
         new.last_update_timestamp_ms = now
+        new.client_transaction_version = self._client_version(meta, transaction_version)
         self._apply(meta, new)
 
-    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                        commit: bool) -> tuple[int, int]:  # fmt: skip
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *,
+                        transaction_version: int | None = None) -> tuple[int, int]:  # fmt: skip
         """EndTxn: commit or abort; returns the ``(producer_id, producer_epoch)`` the client continues with
-        (bumped under transaction version 2, unchanged under 0/1)."""
+        (bumped under transaction version 2, unchanged under 0/1).
+
+        ``transaction_version``: the client's (EndTxn v5+ is 2), which picks Kafka's endTransaction path and is
+        recorded as the ClientTransactionVersion.  None: the version recorded for the transaction in progress or
+        just ended (a client keeps its version inside a transaction; a retry comes from the same client), the
+        coordinator's own for an id in Empty (an abort with nothing in it)."""
         self._check_open()
         meta = self._txns.get(transactional_id)
         if meta is None:
             raise InvalidProducerIdMappingError(f"unknown transactional id {transactional_id!r}")
         done = _S.CompleteCommit if commit else _S.CompleteAbort
-        if meta.client_transaction_version >= 2:
-            return self._end_transaction_v2(meta, transactional_id, producer_id, producer_epoch, commit)
+        tv = self._client_version(meta, transaction_version)
+        if tv >= 2:
+            return self._end_transaction_v2(meta, transactional_id, producer_id, producer_epoch, commit, tv)
         if meta.producer_id != producer_id:
             raise InvalidProducerIdMappingError(
                 f"producer id {producer_id} is not the current one of transactional id {transactional_id!r}"
@@ -594,11 +623,11 @@ class TransactionCoordinator:
             raise IllegalTransitionError(
                 f"EndTxn({'COMMIT' if commit else 'ABORT'}) of {transactional_id!r} in state {state.name} is not "
                 f"a valid transition (INVALID_TXN_STATE)", state, _S.PrepareCommit if commit else _S.PrepareAbort)
-        self._prepare(meta, commit=commit, transaction_version=meta.client_transaction_version)
+        self._prepare(meta, commit=commit, transaction_version=tv)
         self._complete(meta, commit=commit)
         return meta.producer_id, meta.producer_epoch
 
-    def _end_transaction_v2(self, meta, transactional_id, producer_id, producer_epoch, commit):
+    def _end_transaction_v2(self, meta, transactional_id, producer_id, producer_epoch, commit, tv):
         """EndTxn under transaction version 2 (TransactionCoordinator.endTransaction): every commit or abort
         bumps the epoch, so a retry is recognised by its epoch (one below the current, or the last epoch of
         the previous producer id after an overflow), which needs no state beyond __transaction_state."""
@@ -632,11 +661,11 @@ class TransactionCoordinator:
                 return meta.producer_id, meta.producer_epoch  # a retry of the EndTxn that completed it
             if not is_retry and not commit:
                 # an abort with nothing in it: bumps the epoch
-                self._prepare(meta, commit=False, transaction_version=meta.client_transaction_version)
+                self._prepare(meta, commit=False, transaction_version=tv)
                 self._complete(meta, commit=False)
                 return meta.producer_id, meta.producer_epoch
         elif state is _S.Ongoing or (state is _S.Empty and not commit):
-            self._prepare(meta, commit=commit, transaction_version=meta.client_transaction_version)
+            self._prepare(meta, commit=commit, transaction_version=tv)
             self._complete(meta, commit=commit)
             return meta.producer_id, meta.producer_epoch
         raise IllegalTransitionError(

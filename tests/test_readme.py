@@ -7,7 +7,8 @@ name: a segment ``00000000000000000000.log`` with transactions in it and its ``.
 rewritten to temporary ones), and the few variables an example takes from its reader's own code
 (``data``, ``chunks``, ``aborted``, ...).  After the blocks, the results they left are checked against
 kafkatx's own answers for the same bytes, so an example that runs but shows something wrong fails too.
-The Spark example needs a Spark session and runs in ``test_spark.py``.
+The Spark examples need a Spark session: the mapInArrow one runs in ``test_spark.py``, the data source one
+in ``test_spark_source.py``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ import pytest
 
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
 SPARK_MARK = "mapInArrow"  # the block that needs a Spark DataFrame
+SOURCE_MARK = 'format("kafkatx")'  # the block that needs a Spark session
+
+
+def needs_spark(block: str) -> bool:
+    return SPARK_MARK in block or SOURCE_MARK in block
 
 
 def python_blocks(text: str | None = None) -> list:
@@ -118,7 +124,7 @@ def main(root: str) -> None:
     after = {}  # block index -> the namespace as that block left it (later blocks reuse names like `table`)
     ran = 0
     for i, block in enumerate(blocks):
-        if SPARK_MARK in block:
+        if needs_spark(block):
             continue
         try:
             exec(compile(rewrite_paths(block, root), f"README.md python block {i}", "exec"), ns)
@@ -144,6 +150,7 @@ def test_the_readme_has_the_examples_this_test_runs():
     blocks = python_blocks()
     assert len(blocks) >= 6
     assert sum(SPARK_MARK in b for b in blocks) == 1
+    assert sum(SOURCE_MARK in b for b in blocks) == 1
     for name in ("records", "f", "table", "payload", "batch", "marker"):
         assert any(re.search(rf"^{name} = ", b, re.M) for b in blocks), name
 
@@ -159,7 +166,7 @@ def test_readme_examples_run(backend, tmp_path):
         [sys.executable, __file__, str(tmp_path)], env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-6000:]
-    n = sum(SPARK_MARK not in b for b in python_blocks())
+    n = sum(not needs_spark(b) for b in python_blocks())
     assert f"ran {n} README blocks on backend {backend}" in proc.stdout
 
 

@@ -59,6 +59,22 @@ def load_golden(name: str):
     return (GOLDEN / f"{name}.bin").read_bytes(), json.loads((GOLDEN / f"{name}.json").read_text())
 
 
+def local_spark(app_name: str, **conf):
+    """A ``local[2]`` Spark session for the Spark tests (UI off, UTC, two shuffle partitions, ``conf`` on top;
+    the caller stops it).  Skips without ``java``; the Python workers run this interpreter, so they use the
+    backend the suite runs on (``KAFKATX_NO_EXTENSIONS`` is inherited)."""
+    if shutil.which("java") is None:
+        pytest.skip("java is not on PATH (Spark runs on the JVM)")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master("local[2]").appName(app_name).config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC"))  # fmt: skip
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
 def pytest_report_header(config):
     try:
         import kafkatx

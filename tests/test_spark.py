@@ -17,8 +17,6 @@ suite runs on (``KAFKATX_NO_EXTENSIONS`` is inherited).  PySpark 4 needs Python 
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
 
 import pyarrow as pa
@@ -27,13 +25,12 @@ import pytest
 import _spec
 import kafkatx
 import kafkatx.arrow as kafkatx_arrow
-from conftest import load_golden
+from conftest import load_golden, local_spark
 from kafkatx._common import ARROW_COLUMNS
 
 if sys.version_info < (3, 11):
     pytest.skip("PySpark 4 needs Python >= 3.11", allow_module_level=True)
 
-from pyspark.sql import SparkSession  # noqa: E402  (after the version check)
 
 pytestmark = [
     pytest.mark.slow,
@@ -46,18 +43,7 @@ ABORTED = [(1001, 3), (1003, 13)]  # segment_mixed's aborted transactions (produ
 
 @pytest.fixture(scope="module")
 def spark():
-    if shutil.which("java") is None:
-        pytest.skip("java is not on PATH (Spark runs on the JVM)")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafkatx-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "3")
-        .getOrCreate()
-    )
+    session = local_spark("kafkatx-tests", **{"spark.sql.execution.arrow.maxRecordsPerBatch": "3"})
     yield session
     session.stop()
 

@@ -15,8 +15,6 @@ runs on.  PySpark 4 needs Python >= 3.11; Spark needs ``java`` on the PATH.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sys
 
 import pytest
@@ -26,8 +24,8 @@ import kafkatx
 if sys.version_info < (3, 11):
     pytest.skip("PySpark 4 needs Python >= 3.11", allow_module_level=True)
 
+from conftest import local_spark  # noqa: E402
 from pyspark.errors import PySparkException  # noqa: E402  (after the version check)
-from pyspark.sql import SparkSession  # noqa: E402
 
 from kafkatx.log import PartitionWriter, generate  # noqa: E402
 from kafkatx.log.generate import record_checksum  # noqa: E402
@@ -42,17 +40,7 @@ T0 = 1_700_000_000_000
 
 @pytest.fixture(scope="module")
 def spark():
-    if shutil.which("java") is None:
-        pytest.skip("java is not on PATH (Spark runs on the JVM)")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafkatx-source-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
+    session = local_spark("kafkatx-source-tests")
     yield session
     session.stop()
 

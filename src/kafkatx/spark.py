@@ -45,6 +45,7 @@ the task with kafkatx's error (its file and byte position).  Needs PySpark 4.0+ 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -260,9 +261,19 @@ class KafkaLogPartition(InputPartition):
         super().__init__(None)
 
 
+@contextlib.contextmanager
+def _opened(opts: _Options):
+    """``{(topic, partition): Partition}`` of the selected partitions under ``opts.path`` (the partition
+    directory itself, or every one in a log dir), closed on leaving."""
+    found = _partitions(opts)
+    try:
+        yield found
+    finally:
+        for p in found.values():
+            p.close()
+
+
 def _partitions(opts: _Options) -> dict:
-    """``{(topic, partition): Partition}`` of the selected partitions under ``opts.path`` (the caller closes
-    them): the partition directory itself, or every one in a log dir."""
     from .log import open_log_dir, open_partition
 
     path = opts.path
@@ -444,15 +455,22 @@ def _check_schema(opts: _Options, schema) -> None:
                          f"not {schema.simpleString()}")  # fmt: skip
 
 
-class _BatchReader(DataSourceReader):
+class _Reader:
+    """What the batch and the stream reader share: the options, checked against the schema Spark gives, and
+    ``read``, which runs on the executors (with a pickled copy of the reader made before planning)."""
+
     def __init__(self, opts: _Options, schema):
         _check_schema(opts, schema)
         self.opts = opts
 
+    def read(self, partition):
+        return _read(self.opts, partition)
+
+
+class _BatchReader(_Reader, DataSourceReader):
     def partitions(self):
         opts = self.opts
-        found = _partitions(opts)
-        try:
+        with _opened(opts) as found:
             ranges = {}
             for key, p in found.items():
                 start = _check_start(opts, key, p, _resolve(opts, opts.starting, key, p, "startingOffsets"))
@@ -467,20 +485,13 @@ class _BatchReader(DataSourceReader):
                     raise ValueError(f"startingOffsets {start} of {key[0]}-{key[1]} is past its ending offset {end}")
                 ranges[key] = (start, end)
             return _plan(opts, found, ranges)
-        finally:
-            for p in found.values():
-                p.close()
-
-    def read(self, partition):
-        return _read(self.opts, partition)
 
 
-class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class _StreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are ``{topic: {partition: offset}}`` (the next offset to read), as Spark's Kafka source keeps."""
 
     def __init__(self, opts: _Options, schema):
-        _check_schema(opts, schema)
-        self.opts = opts
+        super().__init__(opts, schema)
         self._until = None  # Trigger.AvailableNow: the offsets that were there when the query started
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -500,13 +511,9 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         opts = self.opts
-        found = _partitions(opts)
-        try:
+        with _opened(opts) as found:
             start = {k: _check_start(opts, k, p, _resolve(opts, opts.starting, k, p, "startingOffsets"))
                      for k, p in found.items()}  # fmt: skip
-        finally:
-            for p in found.values():
-                p.close()
         return self._doc(start)
 
     def getDefaultReadLimit(self):
@@ -518,8 +525,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start=None, limit=None) -> dict:
         opts = self.opts
         begun = self._offsets(start)
-        found = _partitions(opts)
-        try:
+        with _opened(opts) as found:
             latest = {}
             for key, p in found.items():
                 # a partition that appeared since: from its log start offset (Spark: earliest)
@@ -528,9 +534,6 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if self._until is not None:  # (a partition that appeared since is left for a later query)
                     latest[key] = max(lo, min(latest[key], self._until.get(key, lo)))
                 begun[key] = lo
-        finally:
-            for p in found.values():
-                p.close()
         cap = getattr(limit, "max_rows", None)
         if cap is not None:
             lag = {k: latest[k] - begun[k] for k in latest}
@@ -548,8 +551,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict):
         opts = self.opts
         begun, stop = self._offsets(start), self._offsets(end)
-        found = _partitions(opts)
-        try:
+        with _opened(opts) as found:
             ranges = {}
             for key, hi in stop.items():
                 p = found.get(key)
@@ -558,12 +560,6 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 lo = begun.get(key, p.log_start_offset)
                 ranges[key] = (_check_start(opts, key, p, lo), hi)
             return _plan(opts, found, ranges)
-        finally:
-            for p in found.values():
-                p.close()
-
-    def read(self, partition):
-        return _read(self.opts, partition)
 
     def commit(self, end: dict) -> None:
         pass  # nothing to release: every task opens its files itself

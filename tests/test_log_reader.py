@@ -1293,3 +1293,51 @@ def test_segments_of_2_mib_and_more_are_mapped_asking_for_huge_pages(codec, tmp_
         assert ("hg" in flags[0]) is huge_pages, flags[0]
         assert "hg" not in flags[1], flags[1]
         assert [r.value for r in p.read()] == records
+
+
+# ------------------------------------------------------------------------------------ offsets by timestamp
+def _timestamp_model(d: pathlib.Path):
+    """Every record of every segment file (control records too) as ``(offset, timestamp)``, segment by segment,
+    decoded from the files with the codec alone."""
+    return [[(r.offset, r.timestamp) for b in kafkatx.iter_batches(f.read_bytes()) for r in b.records()]
+            for f in sorted(d.glob("*.log"))]  # fmt: skip
+
+
+@pytest.mark.parametrize("drop_time_index", [False, True])
+def test_offset_for_timestamp_is_the_brokers_list_offsets_answer(codec, tmp_path, drop_time_index):
+    """ListOffsets for a timestamp (UnifiedLog.fetchOffsetByTimestamp): in the first segment whose largest
+    timestamp reaches it, the first record at or after it from the log start on, then the isolation bound.
+    With a well-formed .timeindex the search from its entry finds what a search from the segment start finds
+    (the records before an entry are older than it), so the model searches from the start; without the
+    file the reader does too.  Timestamps here are not monotonic, and the log ends in an open transaction."""
+    from kafkatx.log import generate
+
+    generate(tmp_path, topics=("t",), partitions=1, records=3_000, seed=5, workers=0, segment_bytes=32 << 10,
+             batch_records=(5, 40), open_transactions=1)  # fmt: skip
+    d = tmp_path / "t-0"
+    if drop_time_index:
+        for f in d.glob("*.timeindex"):
+            f.unlink()
+    segs = _timestamp_model(d)
+    assert len(segs) >= 3
+    stamps = [t for s in segs for _, t in s]
+    assert any(b < a for a, b in zip(stamps, stamps[1:]))  # out of order somewhere
+    with open_partition(d, codec=codec) as p:
+        bounds = {"read_committed": p.last_stable_offset, "read_uncommitted": p.high_watermark}
+        assert bounds["read_committed"] < bounds["read_uncommitted"]
+        log_start = p.log_start_offset
+        targets = sorted(set(stamps))[::7] + [min(stamps) - 1, max(stamps), max(stamps) + 1, 0]
+        for target in targets:
+            seg = next((s for s in segs if s and max(t for _, t in s) >= target), None)
+            want = None if seg is None else next((o for o, t in seg if t >= target and o >= log_start), None)
+            for isolation, bound in bounds.items():
+                got = p.offset_for_timestamp(target, isolation=isolation)
+                assert got == (want if want is not None and want < bound else None), (target, isolation)
+        assert p.offset_for_timestamp(-2) == log_start
+        assert p.offset_for_timestamp(-1) == p.high_watermark
+        assert p.offset_for_timestamp(-1, isolation="read_committed") == p.last_stable_offset
+        for bad in (-3, 1.5, "1"):
+            with pytest.raises(ValueError, match="timestamp must be"):
+                p.offset_for_timestamp(bad)
+        with pytest.raises(ValueError, match="isolation"):
+            p.offset_for_timestamp(0, isolation="read_dirty")

@@ -313,3 +313,32 @@ def test_the_readme_data_source_example(spark, logdir):
     for key, rows in got.items():
         assert record_checksum(rows) == (want[key]["records"], want[key]["sha256"]), key
     assert ns["stream"].isStreaming and ns["stream"].schema == ns["df"].schema
+
+
+def test_starting_and_ending_timestamps(spark, logdir):
+    """startingTimestamp / endingOffsetsByTimestamp: the offsets ListOffsets gives for the timestamps
+    (Partition.offset_for_timestamp, checked against the files in test_log_reader), the rows between them."""
+    root, _ = logdir
+    parts = {}
+    for n in range(3):
+        with kafkatx.log.open_partition(root / f"orders-{n}") as p:
+            table = p.read_table(isolation="read_committed")
+            stamps = table.column("timestamp").cast("int64").to_pylist()
+            parts[n] = (table.column("offset").to_pylist(), stamps)
+    start_ts = max(sorted(s)[len(s) // 3] for _, s in parts.values())
+    end_ts = {n: sorted(s)[2 * len(s) // 3] + 1 for n, (_, s) in parts.items()}
+    df = (spark.read.format("kafkatx").option("subscribe", "orders").option("startingTimestamp", str(start_ts))
+          .option("endingOffsetsByTimestamp", json.dumps({"orders": {str(n): t for n, t in end_ts.items()}}))
+          .load(str(root)))  # fmt: skip
+    got = {k[1]: [r.offset for r in rows] for k, rows in rows_by_partition(df).items()}
+    for n, (offsets, _) in parts.items():
+        with kafkatx.log.open_partition(root / f"orders-{n}") as p:
+            lo = p.offset_for_timestamp(start_ts, isolation="read_committed")
+            hi = p.offset_for_timestamp(end_ts[n], isolation="read_committed")
+        assert lo is not None and hi is not None and lo < hi
+        assert got.get(n, []) == [o for o in offsets if lo <= o < hi], n
+    late = str(max(max(s) for _, s in parts.values()) + 1)  # after every record: no offset for it
+    reader = spark.read.format("kafkatx").option("subscribe", "orders").option("startingTimestamp", late)
+    with pytest.raises(PySparkException, match="startingOffsetsByTimestampStrategy=latest"):
+        reader.load(str(root)).collect()
+    assert reader.option("startingOffsetsByTimestampStrategy", "latest").load(str(root)).count() == 0

@@ -25,6 +25,11 @@ Options (names and meanings of Spark's Kafka source where it has them; values ar
   naming every partition read, ``-2`` for earliest; a streaming query also takes ``latest`` (its default)
   and ``-1``.  ``endingOffsets`` (batch only): ``latest`` (the default: the last stable offset, or the high
   watermark under ``read_uncommitted``) or JSON, ``-1`` for latest; the end is exclusive.
+* ``startingTimestamp`` (one for every partition) or ``startingOffsetsByTimestamp`` (JSON ``{"topic": {"0":
+  timestamp}}``), in milliseconds, before ``startingOffsets``: each partition from the offset a ListOffsets
+  request for the timestamp gets (:meth:`kafkatx.log.Partition.offset_for_timestamp`); where there is none,
+  an error, or the latest offset with ``startingOffsetsByTimestampStrategy=latest``.  ``endingTimestamp`` /
+  ``endingOffsetsByTimestamp`` (batch only) end there likewise, or at the latest offset.
 * ``failOnDataLoss`` (``true``): a starting offset below a partition's log start offset (deleted by
   retention) is an error; ``false`` starts at the log start offset instead.
 * ``minPartitions``: at least this many Spark partitions, made by cutting the Kafka partitions with the
@@ -132,7 +137,7 @@ def _offsets_option(options, name: str, keywords: dict):
     except ValueError:
         doc = None
     if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
-        raise ValueError(f"option {name} must be {' or '.join(sorted(keywords))} or JSON like "
+        raise ValueError(f"option {name} must be {''.join(k + ' or ' for k in sorted(keywords))}JSON like "
                          f'{{"topic": {{"0": 23}}}}, got {raw!r}')  # fmt: skip
     out = {}
     for topic, parts in doc.items():
@@ -147,6 +152,21 @@ def _offsets_option(options, name: str, keywords: dict):
     return out
 
 
+def _timestamps_option(options, single: str, by_partition: str):
+    """``single`` (one timestamp for every partition) or else ``by_partition`` (JSON ``{topic: {partition:
+    timestamp}}``, as ``{(topic, partition): timestamp}``), or None; the single one wins, as in Spark."""
+    raw = options.get(single)
+    if raw is not None:
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise ValueError(f"option {single} must be a timestamp in milliseconds (>= 0), got {raw!r}")
+        return value
+    return _offsets_option(options, by_partition, {})
+
+
 @dataclasses.dataclass(frozen=True)
 class _Options:
     path: str
@@ -155,6 +175,9 @@ class _Options:
     assign: frozenset | None
     starting: object  # "earliest" / "latest" / {(topic, partition): offset}
     ending: object  # "latest" / {(topic, partition): offset}
+    starting_timestamp: object  # None / a timestamp for every partition / {(topic, partition): timestamp}
+    ending_timestamp: object
+    timestamp_strategy: str  # startingOffsetsByTimestampStrategy: "error" / "latest"
     isolation: str
     include_headers: bool
     include_producer_fields: bool
@@ -207,6 +230,18 @@ class _Options:
             ending = _offsets_option(options, "endingOffsets", {"latest": "latest"}) or "latest"
             if isinstance(ending, dict) and _EARLIEST in ending.values():
                 raise ValueError("option endingOffsets: -2 (earliest) is not allowed")
+        starting_ts = _timestamps_option(options, "startingTimestamp", "startingOffsetsByTimestamp")
+        ending_ts = None
+        if streaming:
+            for name in ("endingTimestamp", "endingOffsetsByTimestamp"):
+                if options.get(name) is not None:
+                    raise ValueError(f"option {name} is for batch queries only")
+        else:
+            ending_ts = _timestamps_option(options, "endingTimestamp", "endingOffsetsByTimestamp")
+        strategy = str(options.get("startingOffsetsByTimestampStrategy", "error")).strip().lower()
+        if strategy not in ("error", "latest"):
+            raise ValueError(f"option startingOffsetsByTimestampStrategy must be error or latest, "
+                             f"got {options.get('startingOffsetsByTimestampStrategy')!r}")  # fmt: skip
         isolation = str(options.get("kafka.isolation.level", "read_committed")).strip().lower()
         if isolation not in _ISOLATIONS:
             raise ValueError(f"option kafka.isolation.level must be read_committed or read_uncommitted, "
@@ -222,6 +257,9 @@ class _Options:
             assign=assign,
             starting=starting,
             ending=ending,
+            starting_timestamp=starting_ts,
+            ending_timestamp=ending_ts,
+            timestamp_strategy=strategy,
             isolation=isolation,
             include_headers=_flag(options, "includeHeaders", False),
             include_producer_fields=_flag(options, "includeProducerFields", False),
@@ -319,6 +357,44 @@ def _resolve(opts: _Options, spec, key, p, what: str) -> int:
     if off == _LATEST:
         return _latest(opts, p)
     return off
+
+
+def _by_timestamp(opts: _Options, spec, key, p, what: str):
+    """The offset the timestamp ``spec`` (one for all, or ``{key: timestamp}``) gives partition ``key`` (the
+    broker's ListOffsets answer, :meth:`Partition.offset_for_timestamp`), None where it gives none."""
+    if isinstance(spec, dict):
+        if key not in spec:
+            raise ValueError(f"option {what} names timestamps for some partitions but not for {key[0]}-{key[1]}: "
+                             "name every partition read")  # fmt: skip
+        spec = spec[key]
+    return p.offset_for_timestamp(spec, isolation=opts.isolation)
+
+
+def _start_offset(opts: _Options, key, p) -> int:
+    """Where partition ``key`` is read from: ``startingTimestamp`` / ``startingOffsetsByTimestamp`` (no offset
+    for the timestamp: an error, or the latest offset with ``startingOffsetsByTimestampStrategy=latest``), else
+    ``startingOffsets``."""
+    if opts.starting_timestamp is not None:
+        off = _by_timestamp(opts, opts.starting_timestamp, key, p, "startingOffsetsByTimestamp")
+        if off is None:
+            if opts.timestamp_strategy == "error":
+                raise ValueError(
+                    f"no record of {key[0]}-{key[1]} below its latest offset ({opts.isolation}) has a timestamp at "
+                    "or after the starting timestamp; option startingOffsetsByTimestampStrategy=latest starts such "
+                    "a partition at its latest offset")  # fmt: skip
+            off = _latest(opts, p)
+    else:
+        off = _resolve(opts, opts.starting, key, p, "startingOffsets")
+    return _check_start(opts, key, p, off)
+
+
+def _end_offset(opts: _Options, key, p) -> int:
+    """Where the read of partition ``key`` ends (exclusive): ``endingTimestamp`` / ``endingOffsetsByTimestamp``
+    (no offset for the timestamp: the latest), else ``endingOffsets``."""
+    if opts.ending_timestamp is not None:
+        off = _by_timestamp(opts, opts.ending_timestamp, key, p, "endingOffsetsByTimestamp")
+        return _latest(opts, p) if off is None else off
+    return _resolve(opts, opts.ending, key, p, "endingOffsets")
 
 
 def _check_start(opts: _Options, key, p, start: int) -> int:
@@ -473,8 +549,8 @@ class _BatchReader(_Reader, DataSourceReader):
         with _opened(opts) as found:
             ranges = {}
             for key, p in found.items():
-                start = _check_start(opts, key, p, _resolve(opts, opts.starting, key, p, "startingOffsets"))
-                end = _resolve(opts, opts.ending, key, p, "endingOffsets")
+                start = _start_offset(opts, key, p)
+                end = _end_offset(opts, key, p)
                 latest = _latest(opts, p)
                 if end > latest:
                     if opts.fail_on_data_loss:
@@ -512,8 +588,7 @@ class _StreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailableNow
     def initialOffset(self) -> dict:
         opts = self.opts
         with _opened(opts) as found:
-            start = {k: _check_start(opts, k, p, _resolve(opts, opts.starting, k, p, "startingOffsets"))
-                     for k, p in found.items()}  # fmt: skip
+            start = {k: _start_offset(opts, k, p) for k, p in found.items()}
         return self._doc(start)
 
     def getDefaultReadLimit(self):

@@ -280,6 +280,7 @@ class _Scan:
         "magic",
         "size",
         "control_type",
+        "max_timestamp",
         "valid_bytes",
         "trailing_bytes",
         "start",
@@ -297,6 +298,7 @@ class _Scan:
         self.magic = cols["magic"]
         self.size = cols["size_in_bytes"]
         self.control_type = cols["control_type"]
+        self.max_timestamp = cols["max_timestamp"]
         self.valid_bytes = start + cols["valid_bytes"]
         self.trailing_bytes = cols["trailing_bytes"]
 
@@ -1276,6 +1278,67 @@ class Partition:
         hw = self.high_watermark
         first = self._unstable_scan().first_unstable
         return hw if first is None else max(min(first, hw), self.log_start_offset)
+
+    def offset_for_timestamp(self, timestamp: int, *, isolation: str = "read_uncommitted") -> int | None:
+        """The offset a ListOffsets request for ``timestamp`` gets from the broker, or None where it gets none.
+
+        As Kafka's ``UnifiedLog.fetchOffsetByTimestamp``: in the first segment whose largest timestamp is at
+        least ``timestamp`` (a segment without timestamps counts its file's modification time, as
+        ``LogSegment.largestTimestamp``), the first record with a timestamp at least ``timestamp`` and an
+        offset at least the log start offset, searched from the batch the ``.timeindex`` and ``.index`` give
+        for it (``LogSegment.findOffsetByTimestamp``: a record before that batch is not looked at, even with
+        a later timestamp; with no usable index files the search starts at the segment's start).  Then the
+        partition's bound for ``isolation``: an offset at or past the last stable offset (read_committed) or
+        the high watermark (read_uncommitted) is None.  ``-2`` (EARLIEST_TIMESTAMP) gives the log start
+        offset and ``-1`` (LATEST_TIMESTAMP) that bound.  Records of control batches are searched too, as
+        Kafka searches them.
+        """
+        if isolation not in _ISOLATIONS:
+            raise ValueError(f"isolation must be 'read_committed' or 'read_uncommitted', got {isolation!r}")
+        bound = self.last_stable_offset if isolation == "read_committed" else self.high_watermark
+        if timestamp == -2:
+            return self.log_start_offset
+        if timestamp == -1:
+            return bound
+        if type(timestamp) is not int or timestamp < 0:
+            raise ValueError(f"timestamp must be a timestamp in ms (>= 0), -1 (latest) or -2 (earliest), "
+                             f"got {timestamp!r}")  # fmt: skip
+        log_start = self.log_start_offset
+        for seg in self.segments:
+            sc = seg.headers()
+            largest = max(sc.max_timestamp, default=-1)
+            if largest < 0:
+                try:
+                    largest = int(os.stat(seg.log_path).st_mtime * 1000)
+                except OSError:
+                    largest = -1
+            if largest < timestamp:
+                continue
+            found = self._search_timestamp(seg, sc, timestamp, log_start)
+            return found if found is not None and found < bound else None
+        return None
+
+    @staticmethod
+    def _search_timestamp(seg, sc, timestamp: int, starting_offset: int) -> int | None:
+        """``LogSegment.findOffsetByTimestamp`` / ``FileRecords.searchForTimestamp`` in ``seg`` (headers ``sc``)."""
+        start = 0
+        if seg.has_offset_index and os.path.exists(seg.time_index_path):
+            try:
+                indexed = seg.time_index.lookup(timestamp).offset
+            except (OSError, KafkaTxError):
+                indexed = seg.base_offset
+            start = seg.seek(max(indexed, starting_offset))
+        for i in range(len(sc)):
+            if sc.position[i] < start or sc.max_timestamp[i] < timestamp:
+                continue
+            batch = seg.batch_at(sc.position[i], sc.size[i])
+            try:
+                for rec in batch:
+                    if rec.timestamp >= timestamp and rec.offset >= starting_offset:
+                        return rec.offset
+            except KafkaTxError as exc:
+                raise _relocate(exc, seg.log_path, seg.batch_base(sc.position[i])) from exc
+        return None
 
     @property
     def open_transactions(self) -> dict[int, int]:

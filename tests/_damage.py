@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 DAMAGES = ("flip", "cut", "append", "zero", "empty")
-STEPS = ("read_committed", "records", "read_uncommitted", "writer")
+STEPS = ("read_committed", "records", "read_uncommitted", "timestamps", "writer")
 
 
 def damaged(data: bytes, how: str, at: int, k: int) -> bytes:
@@ -35,7 +35,8 @@ def damage_file(path, how: str, where: float, k: int) -> int:
 
 def run_step(work, step: str, codec=None) -> None:
     """One of ``STEPS`` on the partition directory ``work``, its result checked (AssertionError if wrong):
-    a read_committed or read_uncommitted read into Arrow, a read of records, or a writer opened twice, whose
+    a read_committed or read_uncommitted read into Arrow, a read of records, ListOffsets answers for timestamps
+    (``offset_for_timestamp``: none past the bound), or a writer opened twice, whose
     second open must find sound what the first recovered (the last segment's indexes are rebuilt on every
     open, for appending).  A KafkaTxError is the directory's own and is left to the caller."""
     from kafkatx.log import PartitionWriter, open_partition
@@ -53,6 +54,12 @@ def run_step(work, step: str, codec=None) -> None:
     with open_partition(work, codec=codec) as p:
         if step == "records":
             assert sum(1 for _ in p.read(format="records")) >= 0
+        elif step == "timestamps":
+            for isolation in ("read_committed", "read_uncommitted"):
+                bound = p.last_stable_offset if isolation == "read_committed" else p.high_watermark
+                for ts in (0, 1_700_000_000_000, 1_700_000_000_500, 1 << 62):
+                    got = p.offset_for_timestamp(ts, isolation=isolation)
+                    assert got is None or p.log_start_offset <= got < bound, (ts, isolation, got)
         else:
             assert p.read_table(isolation=step).num_rows >= 0
             assert p.last_stable_offset <= p.high_watermark <= p.log_end_offset

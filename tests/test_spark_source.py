@@ -204,6 +204,13 @@ def test_bad_options_fail_at_load(spark, logdir, options, message):
         reader.load(str(root))
 
 
+def test_a_path_that_is_no_directory_fails_at_load(spark, tmp_path):
+    with pytest.raises(PySparkException, match="no directory at"):
+        spark.read.format("kafkatx").load(str(tmp_path / "missing"))
+    with pytest.raises(PySparkException, match="needs a path"):
+        spark.read.format("kafkatx").load()
+
+
 def test_offsets_json_must_name_every_partition_read(spark, logdir):
     root, _ = logdir
     df = spark.read.format("kafkatx").option("subscribe", "orders") \

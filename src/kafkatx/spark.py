@@ -515,7 +515,10 @@ class KafkaLogDataSource(DataSource):
         return NAME
 
     def schema(self) -> T.StructType:
-        return _Options.parse(self.options).schema()  # the options are checked here, at load()
+        opts = _Options.parse(self.options)  # the options and the path are checked here, at load()
+        if not os.path.isdir(opts.path):
+            raise FileNotFoundError(f"no directory at {opts.path}")
+        return opts.schema()
 
     def reader(self, schema):
         return _BatchReader(_Options.parse(self.options), schema)

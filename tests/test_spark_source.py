@@ -349,3 +349,17 @@ def test_starting_and_ending_timestamps(spark, logdir):
     with pytest.raises(PySparkException, match="startingOffsetsByTimestampStrategy=latest"):
         reader.load(str(root)).collect()
     assert reader.option("startingOffsetsByTimestampStrategy", "latest").load(str(root)).count() == 0
+
+
+@pytest.mark.parametrize("headers", [False, True])
+@pytest.mark.parametrize("producer", [False, True])
+def test_the_arrow_schema_is_the_one_pyspark_checks_batches_against(headers, producer):
+    """kafkatx builds the batches' Arrow schema itself (PySpark 4.0/4.1's to_arrow_schema has no timezone); it
+    must equal what PySpark 4.3 derives from the source's schema and compares the first batch with."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from kafkatx.spark import _arrow_schema, _Options
+
+    opts = _Options.parse({"path": "/", "includeHeaders": str(headers).lower(),
+                           "includeProducerFields": str(producer).lower()})  # fmt: skip
+    assert _arrow_schema(opts).equals(to_arrow_schema(opts.schema(), timezone="UTC"))

@@ -462,19 +462,33 @@ def _decoder_columns(opts: _Options) -> list:
     return cols
 
 
+def _arrow_schema(opts: _Options):
+    """The Arrow schema Spark takes the source's batches in: what ``to_arrow_schema(schema, timezone="UTC")``
+    gives on PySpark 4.2+ (every field nullable, microsecond UTC timestamps, 32-bit binary offsets), which
+    4.3 checks the first batch against; built here since PySpark 4.0/4.1's ``to_arrow_schema`` has no
+    ``timezone``."""
+    import pyarrow as pa
+
+    header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+    arrow = {"key": pa.binary(), "value": pa.binary(), "topic": pa.string(), "partition": pa.int32(),
+             "offset": pa.int64(), "timestamp": pa.timestamp("us", tz="UTC"), "timestampType": pa.int32(),
+             "headers": pa.list_(pa.field("element", header)), "producerId": pa.int64(),
+             "producerEpoch": pa.int16(), "sequence": pa.int32(), "isTransactional": pa.bool_()}  # fmt: skip
+    return pa.schema([pa.field(f.name, arrow[f.name]) for f in opts.schema()])
+
+
 def _read(opts: _Options, task: KafkaLogPartition):
     """The rows of one task as Arrow batches of Spark's schema for these options."""
     if not isinstance(task, KafkaLogPartition):
         return  # nothing to read: Spark plans one InputPartition(None) when partitions() gives none
     import pyarrow as pa
     import pyarrow.compute as pc
-    from pyspark.sql.pandas.types import to_arrow_schema
 
     from .arrow import _raise_out_of_spark_range
     from .log import open_partition
     from .log.reader import DEFAULT_CHUNK_BYTES
 
-    schema = to_arrow_schema(opts.schema(), timezone="UTC")
+    schema = _arrow_schema(opts)
     types = {f.name: f.type for f in schema}
     topic = pa.scalar(task.topic, pa.string())
     partition = pa.scalar(task.partition, pa.int32())

@@ -363,3 +363,22 @@ def test_the_arrow_schema_is_the_one_pyspark_checks_batches_against(headers, pro
     opts = _Options.parse({"path": "/", "includeHeaders": str(headers).lower(),
                            "includeProducerFields": str(producer).lower()})  # fmt: skip
     assert _arrow_schema(opts).equals(to_arrow_schema(opts.schema(), timezone="UTC"))
+
+
+def test_min_partitions_is_a_floor_where_segments_allow(logdir):
+    """Each partition gets its share of minPartitions by bytes, rounded up: never fewer tasks than asked when
+    every partition has enough segments, the ranges adjoining and covering each partition's whole range."""
+    from kafkatx.spark import _BatchReader, _Options
+
+    root, _ = logdir
+    assert len(list(root.glob("[op]*-[0-9]/*.log"))) >= 30  # six partitions of 5 or more segments each
+    for want in (1, 4, 7, 13, 30):
+        tasks = _BatchReader(_Options.parse({"path": str(root), "minPartitions": str(want)}), None).partitions()
+        assert len(tasks) >= max(want, 6)
+        by_key: dict = {}
+        for t in tasks:
+            by_key.setdefault((t.topic, t.partition), []).append((t.start, t.end))
+        for key, ranges in by_key.items():
+            with kafkatx.log.open_partition(root / f"{key[0]}-{key[1]}") as p:
+                assert ranges[0][0] == p.log_start_offset and ranges[-1][1] == p.last_stable_offset
+            assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(ranges, ranges[1:])), ranges

@@ -32,8 +32,9 @@ Options (names and meanings of Spark's Kafka source where it has them; values ar
   ``endingOffsetsByTimestamp`` (batch only) end there likewise, or at the latest offset.
 * ``failOnDataLoss`` (``true``): a starting offset below a partition's log start offset (deleted by
   retention) is an error; ``false`` starts at the log start offset instead.
-* ``minPartitions``: at least this many Spark partitions, made by cutting the Kafka partitions with the
-  most bytes at segment boundaries (one Kafka partition is one Spark partition by default, as in Spark).
+* ``minPartitions``: at least this many Spark partitions where the segments allow, made by cutting each Kafka
+  partition at segment boundaries into its share by bytes (one Kafka partition is one Spark partition by
+  default, as in Spark; a single segment is never cut).
 * ``maxOffsetsPerTrigger`` (streaming): at most this many offsets a micro-batch, shared among the
   partitions in proportion to what each has to read.
 * kafkatx's own: ``abortedSource`` (``auto`` / ``txnindex`` / ``scan`` / ``cross-check``, as
@@ -53,6 +54,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import re
 from bisect import bisect_right
@@ -409,26 +411,34 @@ def _check_start(opts: _Options, key, p, start: int) -> int:
     return start
 
 
-def _cuts(p, start: int, end: int, target_bytes: float) -> list:
-    """``[start, end)`` cut at segment base offsets into ranges of about ``target_bytes`` of segment files."""
+def _cuts(p, start: int, end: int, pieces: int) -> list:
+    """``[start, end)`` cut at segment base offsets into ``pieces`` ranges of about equal bytes of segment files
+    (fewer where there are fewer segments): each cut at the segment boundary nearest its share."""
     segs = p.segments
     bases = [s.base_offset for s in segs]
     i = max(bisect_right(bases, start) - 1, 0)
-    ranges, lo, acc = [], start, 0
+    bounds, acc = [], 0  # (bytes before the boundary, the base offset there) for each boundary inside the range
     for j in range(i, len(segs)):
         if segs[j].base_offset >= end:
             break
-        if acc >= target_bytes and segs[j].base_offset > lo:
-            ranges.append((lo, segs[j].base_offset))
-            lo, acc = segs[j].base_offset, 0
+        if segs[j].base_offset > start:
+            bounds.append((acc, segs[j].base_offset))
         acc += segs[j].size
-    ranges.append((lo, end))
-    return ranges
+    cuts: list = []
+    for k in range(1, pieces):
+        want = acc * k / pieces
+        options = [b for b in bounds if not cuts or b[1] > cuts[-1]]
+        if not options:
+            break
+        cuts.append(min(options, key=lambda b: abs(b[0] - want))[1])
+    edges = [start, *dict.fromkeys(cuts), end]
+    return list(zip(edges, edges[1:]))
 
 
 def _plan(opts: _Options, found: dict, ranges: dict) -> list:
-    """The tasks for ``{(topic, partition): (start, end)}``: one a partition, or cut at segment boundaries
-    until there are ``minPartitions`` (the partitions with the most bytes cut first, into equal shares)."""
+    """The tasks for ``{(topic, partition): (start, end)}``: one a partition, or, for ``minPartitions``, each
+    cut at segment boundaries into its share of them by bytes (rounded up, so there are at least that many
+    where the segments allow)."""
     work = {k: r for k, r in ranges.items() if r[0] < r[1]}
     sizes = {}
     for key, (start, end) in work.items():
@@ -441,9 +451,9 @@ def _plan(opts: _Options, found: dict, ranges: dict) -> list:
     if want > len(work) and work:
         total = sum(sizes.values()) or 1
         for key, (start, end) in work.items():
-            share = max(1, round(want * sizes[key] / total))
+            share = max(1, math.ceil(want * sizes[key] / total))
             if share > 1:
-                pieces[key] = _cuts(found[key], start, end, sizes[key] / share)
+                pieces[key] = _cuts(found[key], start, end, share)
     tasks = []
     for key in sorted(pieces):
         p = found[key]

@@ -78,12 +78,11 @@ _HEADERS_FIELD = ("headers", T.ArrayType(T.StructType([T.StructField("key", T.St
                                                        T.StructField("value", T.BinaryType())])))  # fmt: skip
 _PRODUCER_FIELDS = (("producerId", T.LongType()), ("producerEpoch", T.ShortType()), ("sequence", T.IntegerType()),
                     ("isTransactional", T.BooleanType()))  # fmt: skip
-# the decoder's columns behind the producer fields
-_PRODUCER_COLUMNS = ("producer_id", "producer_epoch", "sequence", "is_transactional")
+# the columns of the source that kafkatx.decode_arrow's give (the others: topic and partition, one value a task)
+_FROM_DECODER = {"key": "key", "value": "value", "offset": "offset", "timestamp": "timestamp",
+                 "timestampType": "timestamp_type", "headers": "headers", "producerId": "producer_id",
+                 "producerEpoch": "producer_epoch", "sequence": "sequence", "isTransactional": "is_transactional"}
 _EARLIEST, _LATEST = -2, -1
-_ISOLATIONS = ("read_committed", "read_uncommitted")
-_SOURCES = ("auto", "txnindex", "scan", "cross-check")
-_SEGMENT_RE = re.compile(r"^[0-9]{20}\.log$")
 
 
 def source_schema(include_headers: bool = False, include_producer_fields: bool = False) -> T.StructType:
@@ -244,6 +243,8 @@ class _Options:
         if strategy not in ("error", "latest"):
             raise ValueError(f"option startingOffsetsByTimestampStrategy must be error or latest, "
                              f"got {options.get('startingOffsetsByTimestampStrategy')!r}")  # fmt: skip
+        from .log.reader import _ISOLATIONS, _SOURCES  # (what Partition.read takes)
+
         isolation = str(options.get("kafka.isolation.level", "read_committed")).strip().lower()
         if isolation not in _ISOLATIONS:
             raise ValueError(f"option kafka.isolation.level must be read_committed or read_uncommitted, "
@@ -315,12 +316,13 @@ def _opened(opts: _Options):
 
 def _partitions(opts: _Options) -> dict:
     from .log import open_log_dir, open_partition
+    from .log.reader import _SEGMENT_LOG_RE
 
     path = opts.path
     if not os.path.isdir(path):
         raise FileNotFoundError(f"no directory at {path}")
     with os.scandir(path) as listing:
-        is_partition = any(e.is_file() and _SEGMENT_RE.match(e.name) for e in listing)
+        is_partition = any(e.is_file() and _SEGMENT_LOG_RE.match(e.name) for e in listing)
     if is_partition:
         p = open_partition(path)
         found = {(p.topic, p.partition): p}
@@ -463,28 +465,19 @@ def _plan(opts: _Options, found: dict, ranges: dict) -> list:
 
 
 # ------------------------------------------------------------------------------------------ reading
-def _decoder_columns(opts: _Options) -> list:
-    cols = ["offset", "timestamp", "timestamp_type", "key", "value"]
-    if opts.include_headers:
-        cols.append("headers")
-    if opts.include_producer_fields:
-        cols.extend(_PRODUCER_COLUMNS)
-    return cols
-
-
 def _arrow_schema(opts: _Options):
     """The Arrow schema Spark takes the source's batches in: what ``to_arrow_schema(schema, timezone="UTC")``
-    gives on PySpark 4.2+ (every field nullable, microsecond UTC timestamps, 32-bit binary offsets), which
-    4.3 checks the first batch against; built here since PySpark 4.0/4.1's ``to_arrow_schema`` has no
-    ``timezone``."""
+    gives on PySpark 4.2+, which 4.3 checks the first batch against.  The decoded columns' types are
+    :func:`kafkatx.arrow.spark_arrow_schema`'s (every field nullable, microsecond UTC timestamps, 32-bit binary
+    offsets); built here since PySpark 4.0/4.1's ``to_arrow_schema`` has no ``timezone``."""
     import pyarrow as pa
 
-    header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-    arrow = {"key": pa.binary(), "value": pa.binary(), "topic": pa.string(), "partition": pa.int32(),
-             "offset": pa.int64(), "timestamp": pa.timestamp("us", tz="UTC"), "timestampType": pa.int32(),
-             "headers": pa.list_(pa.field("element", header)), "producerId": pa.int64(),
-             "producerEpoch": pa.int16(), "sequence": pa.int32(), "isTransactional": pa.bool_()}  # fmt: skip
-    return pa.schema([pa.field(f.name, arrow[f.name]) for f in opts.schema()])
+    from .arrow import spark_arrow_schema
+
+    decoded = {f.name: f.type for f in spark_arrow_schema()}
+    types = {name: decoded[col] for name, col in _FROM_DECODER.items()}
+    types.update(topic=pa.string(), partition=pa.int32(), timestampType=pa.int32())
+    return pa.schema([pa.field(f.name, types[f.name]) for f in opts.schema()])
 
 
 def _read(opts: _Options, task: KafkaLogPartition):
@@ -494,38 +487,29 @@ def _read(opts: _Options, task: KafkaLogPartition):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .arrow import _raise_out_of_spark_range
+    from .arrow import _to_spark
     from .log import open_partition
     from .log.reader import DEFAULT_CHUNK_BYTES
 
     schema = _arrow_schema(opts)
-    types = {f.name: f.type for f in schema}
+    decoded = {name: col for name, col in _FROM_DECODER.items() if name in schema.names}
     topic = pa.scalar(task.topic, pa.string())
     partition = pa.scalar(task.partition, pa.int32())
-    cols = _decoder_columns(opts)
     with open_partition(task.path, verify_crc=opts.verify_crc) as p:  # (the checkpoints beside it, as planned)
-        got = p.read(task.start, task.end, isolation=opts.isolation, format="arrow", columns=cols,
+        got = p.read(task.start, task.end, isolation=opts.isolation, format="arrow", columns=list(decoded.values()),
                      aborted_source=opts.aborted_source, chunk_bytes=opts.chunk_bytes or DEFAULT_CHUNK_BYTES,
                      inflate_threads=0)  # fmt: skip
         try:
             for rb in got:
-                n = rb.num_rows
-                try:
-                    ts = rb.column("timestamp").cast(types["timestamp"])
-                except pa.ArrowInvalid:
-                    _raise_out_of_spark_range(rb)
-                    raise
-                arrays = [rb.column("key"), rb.column("value"), pa.repeat(topic, n), pa.repeat(partition, n),
-                          rb.column("offset"), ts, rb.column("timestamp_type").cast(pa.int32())]  # fmt: skip
-                if opts.include_headers:
-                    h = rb.column("headers")
-                    empty = pc.equal(pc.list_value_length(h), 0)  # Spark's Kafka source: null, not []
-                    item = types["headers"].value_type
-                    arrays.append(pa.ListArray.from_arrays(h.offsets, h.values.cast(item), type=types["headers"],
-                                                           mask=empty))  # fmt: skip
-                if opts.include_producer_fields:
-                    arrays.extend(rb.column(c) for c in _PRODUCER_COLUMNS)
-                yield pa.RecordBatch.from_arrays([a.cast(f.type) for a, f in zip(arrays, schema)], schema=schema)
+                cols = {name: rb.column(col) for name, col in decoded.items()}
+                cols["topic"], cols["partition"] = pa.repeat(topic, rb.num_rows), pa.repeat(partition, rb.num_rows)
+                if "headers" in cols:  # Spark's Kafka source: null, not [], for a record without headers
+                    h = cols["headers"]
+                    cols["headers"] = pa.ListArray.from_arrays(h.offsets, h.values,
+                                                               mask=pc.equal(pc.list_value_length(h), 0))
+                # (_to_spark casts to Spark's types: ms -> us timestamps, with kafkatx's error past Spark's range)
+                yield _to_spark(pa.RecordBatch.from_arrays([cols[n] for n in schema.names], names=schema.names),
+                                schema)
         finally:
             got.close()
 

@@ -1283,8 +1283,10 @@ class Partition:
         """The offset a ListOffsets request for ``timestamp`` gets from the broker, or None where it gets none.
 
         As Kafka's ``UnifiedLog.fetchOffsetByTimestamp``: in the first segment whose largest timestamp is at
-        least ``timestamp`` (a segment without timestamps counts its file's modification time, as
-        ``LogSegment.largestTimestamp``), the first record with a timestamp at least ``timestamp`` and an
+        least ``timestamp`` (``LogSegment.largestTimestamp``: a rolled segment's is the last ``.timeindex``
+        entry, written when it rolled, and the active one's is found in its batch headers, as is a rolled one's
+        without a readable ``.timeindex``; a segment without timestamps counts its file's modification
+        time), the first record with a timestamp at least ``timestamp`` and an
         offset at least the log start offset, searched from the batch the ``.timeindex`` and ``.index`` give
         for it (``LogSegment.findOffsetByTimestamp``: a record before that batch is not looked at, even with
         a later timestamp; with no usable index files the search starts at the segment's start).  Then the
@@ -1304,19 +1306,31 @@ class Partition:
             raise ValueError(f"timestamp must be a timestamp in ms (>= 0), -1 (latest) or -2 (earliest), "
                              f"got {timestamp!r}")  # fmt: skip
         log_start = self.log_start_offset
-        for seg in self.segments:
-            sc = seg.headers()
-            largest = max(sc.max_timestamp, default=-1)
-            if largest < 0:
-                try:
-                    largest = int(os.stat(seg.log_path).st_mtime * 1000)
-                except OSError:
-                    largest = -1
-            if largest < timestamp:
+        last = len(self.segments) - 1
+        for i, seg in enumerate(self.segments):
+            if self._largest_timestamp(seg, rolled=i < last) < timestamp:
                 continue
-            found = self._search_timestamp(seg, sc, timestamp, log_start)
+            found = self._search_timestamp(seg, seg.headers(), timestamp, log_start)
             return found if found is not None and found < bound else None
         return None
+
+    @staticmethod
+    def _largest_timestamp(seg, *, rolled: bool) -> int:
+        """``LogSegment.largestTimestamp`` of ``seg`` (see :meth:`offset_for_timestamp`)."""
+        largest = None
+        if rolled and os.path.exists(seg.time_index_path):
+            try:
+                largest = seg.time_index.last_entry().timestamp
+            except (OSError, KafkaTxError):
+                largest = None  # (a broker would rebuild it: the batch headers say what it would hold)
+        if largest is None:
+            largest = max(seg.headers().max_timestamp, default=-1)
+        if largest < 0:
+            try:
+                largest = int(os.stat(seg.log_path).st_mtime * 1000)
+            except OSError:
+                largest = -1
+        return largest
 
     @staticmethod
     def _search_timestamp(seg, sc, timestamp: int, starting_offset: int) -> int | None:

@@ -1,6 +1,6 @@
 # kafkatx developer commands.
 #
-#   make demo    create .venv, build kafkatx (C extension included) and run `kafkatx demo`
+#   make demo    create .venv, build kafkatx (C extension included) and run `kafkatx demo --spark`
 #   make test    create .venv and run the test suite against the compiled extension
 #   make bench   run benchmarks/compare.py and benchmarks/log_io.py (the README's tables)
 #   make clean   remove .venv and build products
@@ -31,7 +31,7 @@ unexport KAFKATX_NO_EXTENSIONS
 .PHONY: help venv demo test bench clean check-python
 
 help:
-	@echo "make demo   - build kafkatx in .venv and run 'kafkatx demo'"
+	@echo "make demo   - build kafkatx in .venv and run 'kafkatx demo --spark'"
 	@echo "make test   - build kafkatx in .venv and run the tests (compiled extension required)"
 	@echo "make bench  - run benchmarks/compare.py and benchmarks/log_io.py"
 	@echo "make clean  - remove .venv and build products"
@@ -77,8 +77,11 @@ $(STAMP): $(VENV)/bin/python $(BUILD_INPUTS)
 	@rm -f "$(BENCH_STAMP)"
 	@touch "$@"
 
+# The demo ends with its Spark step where PySpark (the test group has it on Python 3.11+) and Java are there.
+SPARK_DEMO := import importlib.util as u, os, shutil; \
+  print("--spark" if u.find_spec("pyspark") and (shutil.which("java") or os.environ.get("JAVA_HOME")) else "")
 demo: venv
-	"$(VENV)/bin/kafkatx" demo
+	"$(VENV)/bin/kafkatx" demo $$("$(VPY)" -c '$(SPARK_DEMO)')
 
 # The import line fails loudly if the extension did not build; KAFKATX_REQUIRE_EXTENSIONS=1 tells the
 # test suite the same.  pytest's own exit codes (1 failures, 5 no tests collected) fail the target.

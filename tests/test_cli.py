@@ -582,6 +582,16 @@ def test_demo(capfd):
     assert out.count("  offset ") == 5
 
 
+def test_demo_spark_says_what_it_needs(capfd, monkeypatch, tmp_path):
+    """Without Java (or PySpark) the Spark step is a usage error saying what is missing, before any work."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no java here
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    code, out, err = run(capfd, "demo", "--spark", "--records", "0")
+    assert code == 2
+    assert "error: demo --spark needs " in err and ("Java 17" in err or "PySpark 4" in err)
+    assert "Generated an exactly-once workload" not in out
+
+
 def test_version(capfd):
     code, out, _ = run(capfd, "version")
     assert code == 0

@@ -382,3 +382,48 @@ def test_min_partitions_is_a_floor_where_segments_allow(logdir):
             with kafkatx.log.open_partition(root / f"{key[0]}-{key[1]}") as p:
                 assert ranges[0][0] == p.log_start_offset and ranges[-1][1] == p.last_stable_offset
             assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(ranges, ranges[1:])), ranges
+
+
+def test_the_demo_reads_its_workload_with_spark(spark, capfd):
+    """`kafkatx demo --spark` (the quickstart's job) reads its generated workload through the source in the
+    active session and finds Spark's counts and sums equal to the manifest's."""
+    from kafkatx import cli
+
+    code = cli.main(["demo", "--spark", "--records", "1", "--workload-records", "6000"])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert "Spark's read_committed rows match the manifest" in out
+    # each partition has a row in kafkatx.log's check (name, log end, LSO, read_committed, read_uncommitted, ok)
+    # and then one in Spark's (name, read_committed, amount_cents, read_uncommitted, amount_cents, ok)
+    by_name: dict = {}
+    for line in out.splitlines():
+        if line.startswith(("  orders-", "  payments-")):
+            by_name.setdefault(line.split()[0], []).append(line.split())
+    assert sorted(by_name) == ["orders-0", "orders-1", "payments-0", "payments-1"]
+    for name, (mine, sparks) in by_name.items():
+        assert mine[-1] == sparks[-1] == "ok"
+        assert mine[3] == sparks[1] and mine[4] == sparks[3], (mine, sparks)  # the same counts, both isolations
+        assert int(sparks[2]) <= int(sparks[4])
+    assert sum(int(r[1][2]) for r in by_name.values()) < sum(int(r[1][4]) for r in by_name.values())
+
+
+def test_the_demo_spark_check_fails_on_a_manifest_spark_disagrees_with(spark, logdir, capfd):
+    """The demo's Spark step compares with the manifest, so a manifest that says otherwise fails it."""
+    import copy
+
+    from kafkatx import cli
+
+    root, manifest = logdir
+    assert cli._demo_spark(spark, str(root), manifest) == 0
+    assert "match the manifest" in capfd.readouterr().out
+    wrong = copy.deepcopy(manifest)
+    exp = wrong.partitions["orders-1"]["read_committed"]
+    key = sorted(exp["amount_cents_by_key"])[0]
+    exp["amount_cents_by_key"][key] += 1
+    wrong.partitions["payments-2"]["read_uncommitted"]["records"] += 1
+    assert cli._demo_spark(spark, str(root), wrong) == 1
+    out, err = capfd.readouterr()
+    assert "MISMATCH" in out
+    assert "orders-1: read_committed: amount_cents sums to" in err
+    assert "payments-2: read_uncommitted: Spark read" in err
+    assert f"amount_cents of 1 customers differ from the manifest (first: {key!r}" in err

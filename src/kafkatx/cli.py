@@ -975,10 +975,12 @@ def cmd_demo(args) -> int:
         if headers:
             _out(f"    headers {headers}")
     _out()
-    status = _demo_workload(args.workload_records) if args.workload_records else EXIT_OK
+    status = _demo_workload(args.workload_records, spark=args.spark) if args.workload_records else EXIT_OK
     _out()
     _out(f"Next: kafkatx dump --deep-iteration --print-data-log {path}")
     _out("      kafkatx generate /tmp/eos --records 1000000 && kafkatx verify /tmp/eos")
+    if not args.spark and args.workload_records:
+        _out("      kafkatx demo --spark   # the workload read by Spark too (pip install 'kafkatx[spark]', Java 17)")
     return status
 
 
@@ -1034,13 +1036,18 @@ def cmd_hanging(args) -> int:
     return EXIT_OK
 
 
-def _demo_workload(records: int) -> int:
-    """Generate a small exactly-once workload, read it back read_committed, check it against its manifest."""
+def _demo_workload(records: int, *, spark: bool = False) -> int:
+    """Generate a small exactly-once workload, read it back read_committed, check it against its manifest;
+    with ``spark``, read it with the Spark source too and check Spark's aggregates against the manifest."""
     import tempfile
 
     from .log.generate import generate
     from .log.verify import verify_directory
 
+    if spark:
+        session = _demo_spark_session()  # before writing anything: a missing PySpark or Java fails first
+        if isinstance(session, int):
+            return session
     with tempfile.TemporaryDirectory(prefix="kafkatx-demo-") as root:
         m = generate(root, topics=("orders", "payments"), partitions=2, records=records, producers=4,
                      abort_ratio=0.15, zombie_ratio=0.05, open_transactions=1, seed=2026, workers=0)  # fmt: skip
@@ -1053,7 +1060,116 @@ def _demo_workload(records: int) -> int:
         report = verify_directory(root)
         _print_verify(report)
         _out("every reader saw exactly what the manifest says" if report.ok else "MISMATCH: see above")
-        return EXIT_OK if report.ok else EXIT_ERROR
+        status = EXIT_OK if report.ok else EXIT_ERROR
+        if spark:
+            _out()
+            status = max(status, _demo_spark(session, root, m))
+        return status
+
+
+def _demo_spark_session():
+    """The active Spark session, else a new ``local[2]`` one (stopped at exit); an exit code if PySpark or
+    Java is missing."""
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("pyspark") is None:
+        _err("error: demo --spark needs PySpark 4 (pip install 'kafkatx[spark]'; Python 3.11 or later)")
+        return EXIT_USAGE
+    java_home = os.environ.get("JAVA_HOME")
+    if shutil.which("java") is None and not (java_home and os.path.isfile(os.path.join(java_home, "bin", "java"))):
+        _err("error: demo --spark needs Java 17 or later (java on PATH, or JAVA_HOME) for Spark's JVM")
+        return EXIT_USAGE
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    import atexit
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Spark's Python workers: this interpreter
+    session = (SparkSession.builder.master("local[2]").appName("kafkatx demo").config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.showConsoleProgress", "false")
+               .getOrCreate())  # fmt: skip
+    session.sparkContext.setLogLevel("ERROR")
+    atexit.register(session.stop)
+    return session
+
+
+def _demo_spark(session, root: str, manifest) -> int:
+    """Read the generated directory with ``spark.read.format("kafkatx")`` (read_committed, then
+    read_uncommitted), sum ``amount_cents`` per customer and per partition with Spark SQL, and compare the
+    counts, offsets and sums with the manifest."""
+    import pyspark
+    from pyspark.sql import functions as F
+
+    from . import spark as kspark
+
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark_kafkatx") is None:  # PySpark finds the source itself through it
+        kspark.register(session)
+    _out(f"Read with Spark (PySpark {pyspark.__version__}, {session.sparkContext.master}): "
+         'spark.read.format("kafkatx"), amount_cents summed from the JSON values')  # fmt: skip
+    amount = F.get_json_object(F.col("value").cast("string"), "$.amount_cents").cast("long")
+    seen = {}
+    for isolation in ("read_committed", "read_uncommitted"):
+        df = session.read.format("kafkatx").option("kafka.isolation.level", isolation).load(root)
+        df = df.select(F.col("key").cast("string").alias("customer"), amount.alias("amount_cents"), "topic",
+                       "partition", "offset")  # fmt: skip
+        parts = df.groupBy("topic", "partition").agg(
+            F.count("*").alias("records"), F.countDistinct("offset").alias("offsets"),
+            F.sum("amount_cents").alias("cents"), F.count("amount_cents").alias("priced"),
+        ).collect()  # fmt: skip
+        customers = df.groupBy("customer").agg(F.sum("amount_cents").alias("cents")).collect()
+        seen[isolation] = ({f"{r.topic}-{r.partition}": r for r in parts}, {r.customer: r.cents for r in customers})
+    committed, customers = seen["read_committed"]
+    uncommitted, _ = seen["read_uncommitted"]
+    want_cents = {}
+    for exp in manifest.partitions.values():
+        for key, cents in exp["read_committed"]["amount_cents_by_key"].items():
+            want_cents[key] = want_cents.get(key, 0) + cents
+    problems = []
+    _out(f"  {'partition':<28} {'read_committed':>15} {'amount_cents':>14} {'read_uncommitted':>17} "
+         f"{'amount_cents':>14}  check")  # fmt: skip
+    for name, exp in sorted(manifest.partitions.items()):
+        c, u = committed.get(name), uncommitted.get(name)
+        mine = []
+        for label, row, want in (("read_committed", c, exp["read_committed"]["records"]),
+                                 ("read_uncommitted", u, exp["read_uncommitted"]["records"])):  # fmt: skip
+            got = row.records if row else 0
+            if got != want:
+                mine.append(f"{label}: Spark read {got} records, the manifest says {want}")
+            if row and row.offsets != row.records:
+                mine.append(f"{label}: {row.records - row.offsets} offsets read more than once")
+            if row and row.priced != row.records:
+                mine.append(f"{label}: {row.records - row.priced} values without an amount_cents")
+        want_sum = sum(exp["read_committed"]["amount_cents_by_key"].values())
+        if c and c.cents != want_sum:
+            mine.append(f"read_committed: amount_cents sums to {c.cents}, the manifest says {want_sum}")
+        problems += [f"{name}: {p}" for p in mine]
+        _out(f"  {name:<28} {c.records if c else 0:>15} {c.cents if c else 0:>14} {u.records if u else 0:>17} "
+             f"{u.cents if u else 0:>14}  {'MISMATCH' if mine else 'ok'}")  # fmt: skip
+    for name in sorted(set(committed) | set(uncommitted)):
+        if name not in manifest.partitions:
+            problems.append(f"{name}: Spark read a partition the manifest does not have")
+    wrong = sorted(k for k in set(customers) | set(want_cents) if customers.get(k) != want_cents.get(k))
+    if wrong:
+        problems.append(f"amount_cents of {len(wrong)} customers differ from the manifest (first: {wrong[0]!r}: "
+                        f"Spark {customers.get(wrong[0])}, manifest {want_cents.get(wrong[0])})")  # fmt: skip
+    for problem in problems:
+        _err(f"  mismatch: {problem}")
+    total_c = sum(r.cents or 0 for r in committed.values())
+    total_u = sum(r.cents or 0 for r in uncommitted.values())
+    extra = sum(r.records for r in uncommitted.values()) - sum(r.records for r in committed.values())
+    if problems:
+        _out("MISMATCH: see above")
+        return EXIT_ERROR
+    _out(f"Spark's read_committed rows match the manifest: {len(customers)} customers' amount_cents (total "
+         f"{total_c}), no offset twice.")  # fmt: skip
+    _out(f"read_uncommitted (the default of Spark's own Kafka source) would have counted {extra} records of "
+         f"aborted, fenced and open transactions, {total_u - total_c} cents more.")  # fmt: skip
+    return EXIT_OK
 
 
 # ------------------------------------------------------------------------------------------ version
@@ -1138,6 +1254,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--records", type=_non_negative, default=5, metavar="N", help="records to show (default 5)")
     p.add_argument("--workload-records", type=_non_negative, default=50_000, metavar="N",
                    help="records of the generated workload that is written and verified (0: skip; default 50000)")
+    p.add_argument("--spark", action="store_true",
+                   help="read the workload with the Spark source too (a local Spark session; needs PySpark and Java)")
     p.set_defaults(func=cmd_demo)
 
     # listed here for the help text; main() hands "kafkatx generate ..." to kafkatx.log.generate's own parser

@@ -1,4 +1,4 @@
-"""The ``kafkatx`` command line: ``dump``, ``summary``, ``demo`` and ``version``.
+"""The ``kafkatx`` command line: ``dump``, ``summary``, ``generate``, ``verify``, ``hanging``, ``offsets``, ``demo``, ``version``.
 
 ``kafkatx dump`` prints a segment the way Kafka's ``kafka-dump-log.sh`` (``DumpLogSegments``) does, field
 for field, so its output can be diffed against Kafka's own tool.  ``kafkatx summary`` decodes a whole log
@@ -260,6 +260,28 @@ def _txn_log_data(record, undecoded):
     return txnlog.key_json(tid), txnlog.value_json(value, struct.unpack_from(">h", record.value)[0]), None
 
 
+def _group_log_data(record, undecoded):
+    """(key, payload, skipped) of a ``__consumer_offsets`` record as DumpLogSegments' OffsetsMessageParser
+    shows them (as :func:`_txn_log_data`); a record of a type kafkatx does not decode (3 and up: consumer,
+    share and streams group records) is skipped with a line that says so, and is not an error."""
+    from . import grouplog
+
+    try:
+        if record.key is None:
+            raise InvalidRecordError("the record has no key (a __consumer_offsets record always has one)")
+        key = grouplog.decode_key(record.key)
+        if isinstance(key, grouplog.OtherKey):
+            return None, None, (f"Record type {key.record_type} at offset {record.offset} is not one kafkatx "
+                                "decodes (it reads types 0-2: offset commits and classic groups), skipping.")  # fmt: skip
+        value = grouplog.decode_value(key, record.value)
+    except KafkaTxError as exc:
+        undecoded.append((record.offset, str(exc)))
+        return None, None, f"Error at offset {record.offset}, skipping. {exc}"
+    if value is None:
+        return grouplog.key_json(key), "<DELETE>", None
+    return grouplog.key_json(key), grouplog.value_json(key, value), None
+
+
 def _record_output(batch, record, args, legacy_crc, as_json, undecoded):
     """One ``| offset: ...`` line (or JSON object) for a record, as DumpLogSegments prints it."""
     key, value = record.key, record.value
@@ -273,6 +295,8 @@ def _record_output(batch, record, args, legacy_crc, as_json, undecoded):
     skipped = None
     if show_data and args.transaction_log_decoder:
         key, value, skipped = _txn_log_data(record, undecoded)
+    elif show_data and args.offsets_decoder:
+        key, value, skipped = _group_log_data(record, undecoded)
     elif show_data:
         key = None if key is None else _text(key)
         value = None if value is None else _text(value)
@@ -346,7 +370,7 @@ def _dump_log(path: Path, display: str, args) -> int:
     if args.max_bytes is not None:
         view = view[: args.max_bytes]
     deep = args.deep_iteration or args.print_data_log
-    undecoded = []  # (offset, reason) of each record --transaction-log-decoder could not decode
+    undecoded = []  # (offset, reason) of each record a decoder (--transaction-log-decoder, ...) could not decode
     status = EXIT_OK
     invalid_positions = []
     gaps = []
@@ -382,7 +406,8 @@ def _dump_log(path: Path, display: str, args) -> int:
             sys.stderr.write(f"  {a} is followed by {b}\n")
     if undecoded:
         sys.stdout.flush()
-        _err(f"{display}: {len(undecoded)} record(s) are not __transaction_state records, the first at offset "
+        topic = "__consumer_offsets" if args.offsets_decoder else "__transaction_state"
+        _err(f"{display}: {len(undecoded)} record(s) are not {topic} records, the first at offset "
              f"{undecoded[0][0]}: {undecoded[0][1]}")  # fmt: skip
         status = EXIT_ERROR
     if invalid_positions and args.verify_crc:
@@ -586,7 +611,11 @@ def _snapshot_line(e) -> str:
 
 def cmd_dump(args) -> int:
     status = EXIT_OK
-    args.print_data_log = args.print_data_log or args.transaction_log_decoder  # as Kafka's tool: a decoder prints
+    if args.transaction_log_decoder and args.offsets_decoder:
+        _err("error: --transaction-log-decoder and --offsets-decoder exclude each other")
+        return EXIT_USAGE
+    # as Kafka's tool: a decoder prints the data
+    args.print_data_log = args.print_data_log or args.transaction_log_decoder or args.offsets_decoder
     for name in args.files:
         path = Path(name)
         try:
@@ -1036,6 +1065,57 @@ def cmd_hanging(args) -> int:
     return EXIT_OK
 
 
+# ------------------------------------------------------------------------------- committed offsets
+_OFFSETS_HEADERS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAST-STABLE-OFFSET", "LAG",
+                    "LEADER-EPOCH", "COMMITTED-AT")  # fmt: skip
+
+
+def cmd_offsets(args) -> int:
+    from .grouplog import load_offsets
+    from .log.reader import open_log_dir
+
+    try:
+        state = load_offsets(args.path, verify_crc=args.verify_crc)
+        ends = {}
+        with open_log_dir(args.path) as d:
+            for (topic, partition), part in d.items():
+                if not topic.startswith("__"):
+                    ends[(topic, partition)] = (part.high_watermark, part.last_stable_offset)
+    except (KafkaTxError, OSError) as exc:
+        _err(f"error: {exc}")
+        return EXIT_ERROR
+    except ValueError as exc:  # not a log directory
+        _err(f"error: {exc}")
+        return EXIT_USAGE
+
+    def keep(where) -> bool:
+        return not args.group or where[0] in args.group
+
+    rows = [_OFFSETS_HEADERS]
+    for (group, topic, partition), c in sorted(state.offsets.items()):
+        if not keep((group,)):
+            continue
+        hw, lso = ends.get((topic, partition), (None, None))
+        rows.append((group, topic, str(partition), str(c.offset), "-" if hw is None else str(hw),
+                     "-" if lso is None else str(lso), "-" if hw is None else str(hw - c.offset),
+                     "-" if c.leader_epoch < 0 else str(c.leader_epoch), str(c.record_offset)))  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_OFFSETS_HEADERS))]
+    for r in rows:
+        _out("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    pending = [(pid, where, c) for pid, offsets in sorted(state.pending.items())
+               for where, c in sorted(offsets.items()) if keep(where)]  # fmt: skip
+    if pending:
+        _out()
+        _out("Offsets committed by open transactions (they take effect when the transaction commits):")
+        for pid, (group, topic, partition), c in pending:
+            _out(f"  producerId {pid}: {group} {topic}-{partition} offset {c.offset} (record {c.record_offset})")
+    if state.other_records:
+        _out()
+        _out(f"{state.other_records} records of the consumer, share or streams group types (3 and up) are not "
+             "decoded by kafkatx; the offsets above are those of every group, whatever protocol it uses.")  # fmt: skip
+    return EXIT_OK
+
+
 def _demo_workload(records: int, *, spark: bool = False) -> int:
     """Generate a small exactly-once workload, read it back read_committed, check it against its manifest;
     with ``spark``, read it with the Spark source too and check Spark's aggregates against the manifest."""
@@ -1233,6 +1313,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--transaction-log-decoder", action="store_true",
                    help="show keys and values as __transaction_state records, in Kafka's JSON (implies "
                    "--print-data-log); a record that does not decode makes the exit code 1")  # fmt: skip
+    p.add_argument("--offsets-decoder", action="store_true",
+                   help="show keys and values as __consumer_offsets records (offset commits and classic groups), in "
+                   "Kafka's JSON (implies --print-data-log); a record that does not decode makes the exit code 1")
     p.add_argument("--skip-record-metadata", action="store_true", help="with --print-data-log: only key and payload")
     p.add_argument("--no-verify-crc", dest="verify_crc", action="store_false",
                    help="CRC mismatches only show as isvalid: false (exit code 0)")  # fmt: skip
@@ -1266,6 +1349,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--aborted-source", choices=("auto", "txnindex", "scan", "cross-check"), default="auto",
                    help="where aborted transactions come from (default: .txnindex files, else a scan)")
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser(
+        "offsets",
+        help="committed offsets of consumer groups, from __consumer_offsets (kafka-consumer-groups.sh --describe)",
+        description="Replay the __consumer_offsets partitions of a broker log directory (or one such partition "
+        "directory) as the group coordinator loads them: offsets committed in transactions count once their "
+        "transaction commits, aborted ones never. For each group, topic and partition: the offset its consumers "
+        "resume from, and where the partition is in the same directory, its log end, last stable offset and lag.",
+    )
+    p.add_argument("path", metavar="DIR", help="a broker log directory, or a __consumer_offsets-N directory")
+    p.add_argument("--group", action="append", metavar="GROUP", help="only this group (repeatable)")
+    p.add_argument("--no-verify-crc", dest="verify_crc", action="store_false", help="read batches whose CRC fails")
+    p.set_defaults(func=cmd_offsets)
 
     p = sub.add_parser(
         "hanging",

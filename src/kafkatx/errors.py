@@ -127,6 +127,11 @@ class UnknownTxnValueVersionError(TxnLogError):
     """A ``__transaction_state`` value has a version other than 0 or 1."""
 
 
+class GroupLogError(_WhereError):
+    """A ``__consumer_offsets`` key or value is malformed (truncated, bad length, a version the record type
+    does not have...), or a key or value cannot be written."""
+
+
 class IllegalTransitionError(KafkaTxError, ValueError):
     """A transaction state change that the coordinator's (or the client's) state table forbids."""
 
@@ -175,6 +180,7 @@ __all__ += [  # noqa: PLE0605
     "TxnIndexAppendError",
     "CorruptSnapshotError",
     "TxnLogError",
+    "GroupLogError",
     "UnknownTxnValueVersionError",
     "IllegalTransitionError",
     "ProducerStateError",

@@ -716,7 +716,8 @@ def test_verify_reports_a_record_the_generator_did_not_write(capfd, tmp_path, ke
     code, out, err = run(capfd, "verify", str(tmp_path))
     assert code == 1
     rows = {line.split()[0]: line.split()[-1] for line in out.splitlines()[1:]}
-    assert rows == {"orders-0": "MISMATCH", "orders-1": "ok"}
+    offsets = m.consumer_offsets["partition"]  # the generator's consumer group, checked too
+    assert rows == {"orders-0": "MISMATCH", "orders-1": "ok", offsets: "ok"}
     problems = [line for line in err.splitlines() if "orders-0: record at" in line]
     assert problems == [f"kafkatx:   mismatch: orders-0: record at offset {leo} is not a generated record: {reason} "
                         "(and 2 more)"]  # fmt: skip

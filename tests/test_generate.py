@@ -372,3 +372,47 @@ def test_murmur2_matches_kafka():
     for data, expected in cases.items():
         assert murmur2(data) == expected
     assert kafka_partition_for_key(b"foobar", 7) == (-790332482 & 0x7FFFFFFF) % 7
+
+
+def test_transactions_commit_their_input_offsets(generated):
+    """Every transactional producer commits, with each transaction, the input offset its records account for
+    (one input record per record): the offsets the group coordinator loads are, for each producer, the records
+    of its committed transactions a read_committed reader sees, counted here from the data partitions."""
+    from kafkatx.grouplog import group_partition_for, load_offsets
+
+    root, m, _ = generated
+    o = m.consumer_offsets
+    assert o["group"] == "etl" and o["partition"] == f"__consumer_offsets-{group_partition_for('etl')}"
+    with TransactionCoordinator(root) as coord:
+        pids = {coord.describe(tid).producer_id: int(tid.rsplit("-", 1)[1]) for tid in m.transactional_ids}
+    counted: dict = {}
+    for name in m.partitions:
+        with open_partition(root / name) as p:
+            t = p.read_table(isolation="read_committed")
+        for pid, transactional in zip(t.column("producer_id").to_pylist(), t.column("is_transactional").to_pylist()):
+            if transactional and pid in pids:
+                counted[f"input-{pids[pid]}"] = counted.get(f"input-{pids[pid]}", 0) + 1
+    assert counted and o["offsets"] == counted
+    state = load_offsets(root)
+    assert {f"{t}-{p}": c.offset for (g, t, p), c in state.offsets.items() if g == "etl"} == counted
+    assert state.pending == {}
+
+
+def test_verify_checks_the_committed_offsets(tmp_path):
+    from kafkatx.log.verify import verify_directory
+
+    m = generate(tmp_path / "a", records=2_000, seed=5, workers=0, batch_records=(5, 40))
+    assert verify_directory(tmp_path / "a").ok
+    wrong = json.loads(json.dumps(m.to_dict()))
+    key = sorted(wrong["consumer_offsets"]["offsets"])[0]
+    wrong["consumer_offsets"]["offsets"][key] += 1
+    (tmp_path / "a" / "manifest.json").write_text(json.dumps(wrong))
+    report = verify_directory(tmp_path / "a")
+    assert not report.ok and report.offsets.problems
+    assert report.problems == [f"{m.consumer_offsets['partition']} (group etl): committed offsets differ from the "
+                               f"manifest for 1 partitions (first {key}: {m.consumer_offsets['offsets'][key]}, "
+                               f"manifest {m.consumer_offsets['offsets'][key] + 1})"]  # fmt: skip
+    none = generate(tmp_path / "b", records=2_000, seed=5, workers=0, batch_records=(5, 40), consumer_group=None)
+    assert none.consumer_offsets == {} and not list((tmp_path / "b").glob("__consumer_offsets-*"))
+    assert none.partitions == m.partitions  # the offsets change no byte of the data partitions
+    assert verify_directory(tmp_path / "b").offsets is None

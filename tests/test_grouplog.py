@@ -265,6 +265,21 @@ def test_every_truncation_and_bit_flip_is_a_group_log_error_or_decodes():
         decode_key(None)
 
 
+@settings(max_examples=400, deadline=None)
+@given(data=st.binary(max_size=80), record_type=st.sampled_from([0, 1, 2]), version=st.integers(-2, 6))
+def test_random_bytes_are_a_group_log_error_or_decode(data, record_type, version):
+    """Any bytes after a record type or value version: a value, or a GroupLogError with a position inside them."""
+    key = GroupMetadataKey("g") if record_type == 2 else OffsetCommitKey("g", "t", 0, record_type)
+    for decode, raw in ((decode_key, struct.pack(">h", record_type) + data),
+                        (lambda b: decode_value(key, b), struct.pack(">h", version) + data),
+                        (decode_subscription, struct.pack(">h", version) + data),
+                        (decode_assignment, struct.pack(">h", version) + data)):  # fmt: skip
+        try:
+            decode(raw)
+        except GroupLogError as exc:
+            assert exc.position is not None and 0 <= exc.position <= len(raw), exc
+
+
 # ------------------------------------------------------------------------------------------ loading
 def _commit(group, topic, partition, offset, version=3):
     return OffsetCommitKey(group, topic, partition), OffsetCommitValue(offset, "", T0, 1, version=version)
@@ -411,3 +426,49 @@ def test_offsets_command(capfd, tmp_path):
     assert code == 0 and [line.split()[0] for line in out.splitlines()] == ["GROUP", "plain", "plain"]
     code, _, err = run(capfd, "offsets", str(tmp_path / "missing"))
     assert code != 0 and "error:" in err
+
+
+# ------------------------------------------------------------------------------------------ sendOffsetsToTransaction
+def test_send_offsets_to_transaction_writes_what_the_group_coordinator_loads(tmp_path):
+    """A consume-transform-produce loop through kafkatx.txncoord: the offsets of committed transactions count,
+    those of aborted ones never, those of the open one wait; the __consumer_offsets partition holds them as
+    the producer's transactional batches and the coordinator's markers."""
+    from kafkatx.batch import iter_batches
+    from kafkatx.grouplog import CONSUMER_OFFSETS_TOPIC, group_partition_for
+    from kafkatx.log import open_partition
+    from kafkatx.txncoord import ProducerFencedError, TransactionalProducer, TransactionCoordinator
+
+    with TransactionCoordinator(tmp_path, offsets_partitions=8) as coord:
+        p = TransactionalProducer(coord, "etl")
+        for i, commit in enumerate((True, False, True)):
+            p.begin_transaction()
+            p.send("out", 0, [(b"k", b"v%d" % i)])
+            p.send_offsets_to_transaction({("in", 0): 10 * (i + 1), ("in", 1): (5 * (i + 1), 3)}, "grp")
+            (p.commit_transaction if commit else p.abort_transaction)()
+        p.begin_transaction()
+        p.send_offsets_to_transaction({("in", 0): 99}, "grp", metadata="open")
+        assert (CONSUMER_OFFSETS_TOPIC, group_partition_for("grp", 8)) in p.partitions_in_transaction
+        zombie_pid, zombie_epoch = p.producer_id, p.producer_epoch
+        with pytest.raises(KafkaTxError, match="AddOffsetsToTxn comes first"):
+            coord.txn_offset_commit("etl", zombie_pid, zombie_epoch, "other-group", {("in", 0): 1})
+        fresh = TransactionalProducer(coord, "etl")  # a new instance fences the old one and aborts its transaction
+        with pytest.raises(ProducerFencedError):
+            p.send_offsets_to_transaction({("in", 0): 1000}, "grp")
+        fresh.begin_transaction()
+        fresh.send_offsets_to_transaction({("in", 2): 7}, "grp")
+        fresh.commit_transaction()
+    state = load_offsets(tmp_path)
+    assert {k: (v.offset, v.leader_epoch) for k, v in state.offsets.items()} == {
+        ("grp", "in", 0): (30, -1), ("grp", "in", 1): (15, 3), ("grp", "in", 2): (7, -1)}
+    assert state.pending == {}  # the open transaction was aborted by the fencing instance
+    part = tmp_path / f"{CONSUMER_OFFSETS_TOPIC}-{group_partition_for('grp', 8)}"
+    data = b"".join(f.read_bytes() for f in sorted(part.glob("*.log")))
+    batches = list(iter_batches(data))
+    assert [(b.is_transactional, b.is_control, b.base_sequence) for b in batches if not b.is_control] == \
+        [(True, False, 0)] * 5  # fmt: skip
+    assert [b.control_record().type for b in batches if b.is_control] == ["commit", "abort", "commit", "abort",
+                                                                          "commit"]  # fmt: skip
+    with open_partition(part) as op:
+        committed = [(r.offset, decode_value(decode_key(r.key), r.value).offset)
+                     for r in op.read(isolation="read_committed")]  # fmt: skip
+    assert [o for _, o in committed] == [10, 5, 30, 15, 7]

@@ -1020,6 +1020,10 @@ def _print_verify(report) -> None:
         status = "ok" if not p.problems else "MISMATCH"
         _out(f"  {p.name:<28} {p.log_end_offset:>9} {p.last_stable_offset:>9} {p.read_committed:>15} "
              f"{p.read_uncommitted:>17}  {status}")  # fmt: skip
+    o = report.offsets
+    if o is not None:
+        _out(f"  {o.partition:<28} group {o.group}: {len(o.offsets)} committed input offsets, as the group "
+             f"coordinator loads them  {'MISMATCH' if o.problems else 'ok'}")  # fmt: skip
     for problem in report.problems:
         _err(f"  mismatch: {problem}")
 

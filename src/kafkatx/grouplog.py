@@ -45,6 +45,8 @@ from .errors import GroupLogError
 
 __all__ = [
     "CONSUMER_OFFSETS_TOPIC",
+    "DEFAULT_OFFSETS_PARTITIONS",
+    "group_partition_for",
     "OffsetCommitKey",
     "GroupMetadataKey",
     "OtherKey",
@@ -72,6 +74,15 @@ __all__ = [
 ]
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+DEFAULT_OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions
+
+
+def group_partition_for(group_id: str, partition_count: int = DEFAULT_OFFSETS_PARTITIONS) -> int:
+    """The ``__consumer_offsets`` partition of a group: ``Utils.abs(groupId.hashCode) % partitionCount``
+    (the group coordinator's ``partitionFor``, the same function as the transaction log's)."""
+    from .txnlog import txn_partition_for
+
+    return txn_partition_for(group_id, partition_count)
 
 
 # ------------------------------------------------------------------------------------------ messages

@@ -286,7 +286,8 @@ class TransactionCoordinator:
     def __init__(self, log_dir, *, writers=None, num_partitions: int = 50, coordinator_epoch: int | None = None,
                  transaction_version: int = 2, clock=None, first_producer_id: int = 0,
                  max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, writer_options=None,
-                 state_segment_bytes: int = DEFAULT_STATE_SEGMENT_BYTES, fsync: bool = False):  # fmt: skip
+                 state_segment_bytes: int = DEFAULT_STATE_SEGMENT_BYTES, fsync: bool = False,
+                 offsets_partitions: int = 50):  # fmt: skip
         if transaction_version not in (0, 1, 2):
             raise ValueError(f"transaction_version must be 0, 1 or 2, got {transaction_version!r}")
         if not isinstance(num_partitions, int) or num_partitions <= 0:
@@ -294,6 +295,9 @@ class TransactionCoordinator:
         self.log_dir = os.fspath(log_dir)
         os.makedirs(self.log_dir, exist_ok=True)
         self.num_partitions = num_partitions
+        if not isinstance(offsets_partitions, int) or offsets_partitions <= 0:
+            raise ValueError(f"offsets_partitions must be a positive integer, got {offsets_partitions!r}")
+        self.offsets_partitions = offsets_partitions  # of __consumer_offsets (offsets.topic.num.partitions)
         self.transaction_version = transaction_version
         self.max_transaction_timeout_ms = max_transaction_timeout_ms
         self._clock = clock if clock is not None else (lambda: int(time.time() * 1000))
@@ -452,6 +456,20 @@ class TransactionCoordinator:
         meta.__dict__.update(new.__dict__)
         meta.partitions = set(new.partitions)
 
+    def _current(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TransactionMetadata:
+        """The metadata of ``transactional_id`` if the producer id and epoch are its current ones."""
+        meta = self._txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            raise InvalidProducerIdMappingError(
+                f"producer id {producer_id} is not the current one of transactional id {transactional_id!r}"
+            )
+        if meta.producer_epoch != producer_epoch:
+            raise ProducerFencedError(
+                f"producer epoch {producer_epoch} of {transactional_id!r} is not the current epoch "
+                f"{meta.producer_epoch}: the producer was fenced"
+            )
+        return meta
+
     # ------------------------------------------------------------------------------ requests
     def init_producer_id(self, transactional_id: str | None = None, *, transaction_timeout_ms: int = 60000,
                          producer_id: int = -1, producer_epoch: int = -1) -> tuple[int, int]:  # fmt: skip
@@ -562,16 +580,7 @@ class TransactionCoordinator:
         coordinator's own for a new transaction, the recorded one for a transaction in progress or just ended."""
         self._check_open()
         parts = _check_partitions(partitions)
-        meta = self._txns.get(transactional_id)
-        if meta is None or meta.producer_id != producer_id:
-            raise InvalidProducerIdMappingError(
-                f"producer id {producer_id} is not the current one of transactional id {transactional_id!r}"
-            )
-        if meta.producer_epoch != producer_epoch:
-            raise ProducerFencedError(
-                f"producer epoch {producer_epoch} of {transactional_id!r} is not the current epoch "
-                f"{meta.producer_epoch}: the producer was fenced"
-            )
+        meta = self._current(transactional_id, producer_id, producer_epoch)
         if meta.state in (_S.PrepareCommit, _S.PrepareAbort):
             raise ConcurrentTransactionsError(f"transaction of {transactional_id!r} is being completed")
         if meta.state is _S.Ongoing and parts <= meta.partitions:
@@ -585,6 +594,47 @@ class TransactionCoordinator:
         new.last_update_timestamp_ms = now
         new.client_transaction_version = self._client_version(meta, transaction_version)
         self._apply(meta, new)
+
+    def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, *,
+                           transaction_version: int | None = None) -> int:  # fmt: skip
+        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition (:attr:`offsets_partitions` of them)
+        joins the transaction, as :meth:`add_partitions` adds one; returns its number."""
+        from .grouplog import CONSUMER_OFFSETS_TOPIC, group_partition_for
+
+        n = group_partition_for(group_id, self.offsets_partitions)
+        self.add_partitions(transactional_id, producer_id, producer_epoch, [(CONSUMER_OFFSETS_TOPIC, n)],
+                            transaction_version=transaction_version)  # fmt: skip
+        return n
+
+    def txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
+                          offsets, *, metadata: str = "") -> None:  # fmt: skip
+        """TxnOffsetCommit, the group coordinator's side: the offsets (``{(topic, partition): offset}`` or
+        ``{(topic, partition): (offset, leader_epoch)}``; the next offset to consume) go into the group's
+        ``__consumer_offsets`` partition as one transactional batch of the producer (base sequence 0, as
+        the group coordinator writes it), pending until the transaction's marker.  The partition must have
+        joined the transaction (:meth:`add_offsets_to_txn`)."""
+        from .grouplog import CONSUMER_OFFSETS_TOPIC, OffsetCommitKey, OffsetCommitValue, encode_group_records
+        from .grouplog import group_partition_for
+
+        self._check_open()
+        meta = self._current(transactional_id, producer_id, producer_epoch)
+        n = group_partition_for(group_id, self.offsets_partitions)
+        if meta.state is not _S.Ongoing or (CONSUMER_OFFSETS_TOPIC, n) not in meta.partitions:
+            raise TransactionCoordinatorError(
+                f"{CONSUMER_OFFSETS_TOPIC}-{n} (group {group_id!r}) is not in the transaction of {transactional_id!r}: "
+                "AddOffsetsToTxn comes first"
+            )
+        now = self._now()
+        items = []
+        for (topic, partition), spec in sorted(dict(offsets).items()):
+            offset, leader_epoch = spec if isinstance(spec, tuple) else (spec, -1)
+            items.append((OffsetCommitKey(group_id, topic, partition),
+                          OffsetCommitValue(offset, metadata, now, leader_epoch, version=3)))  # fmt: skip
+        if not items:
+            return
+        batch = encode_group_records(items, timestamp=now, producer_id=producer_id, producer_epoch=producer_epoch,
+                                     base_sequence=0, transactional=True)  # fmt: skip
+        self.writer(CONSUMER_OFFSETS_TOPIC, n).append(batch, origin="coordinator")
 
     def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *,
                         transaction_version: int | None = None) -> tuple[int, int]:  # fmt: skip
@@ -995,6 +1045,25 @@ class TransactionalProducer(IdempotentProducer):
             self._to(ClientTransactionState.ABORTABLE_ERROR)
             self._epoch_bump_required = True
             raise
+
+    def send_offsets_to_transaction(self, offsets, group_id: str, *, metadata: str = "") -> None:
+        """``sendOffsetsToTransaction``: AddOffsetsToTxn (the group's ``__consumer_offsets`` partition joins
+        the transaction), then TxnOffsetCommit of ``offsets`` (``{(topic, partition): next offset}`` or
+        ``(offset, leader_epoch)`` values); they count for the group only if the transaction commits."""
+        if self.state is not ClientTransactionState.IN_TRANSACTION:
+            raise TransactionCoordinatorError(
+                f"sendOffsetsToTransaction needs an open transaction (producer state {self.state.name})")
+        try:
+            n = self.coordinator.add_offsets_to_txn(self.transactional_id, self.producer_id, self.producer_epoch,
+                                                    group_id)  # fmt: skip
+            self.coordinator.txn_offset_commit(self.transactional_id, self.producer_id, self.producer_epoch, group_id,
+                                               offsets, metadata=metadata)  # fmt: skip
+        except (ProducerFencedError, InvalidProducerIdMappingError):
+            self._fatal()
+            raise
+        from .grouplog import CONSUMER_OFFSETS_TOPIC
+
+        self._partitions.add((CONSUMER_OFFSETS_TOPIC, n))
 
     def _end(self, commit):
         self._to(ClientTransactionState.COMMITTING_TRANSACTION if commit

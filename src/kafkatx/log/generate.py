@@ -11,6 +11,11 @@
   :class:`~kafkatx.errors.InvalidProducerEpochError` (counted, never written);
 * ``retry_ratio`` of the idempotent and transactional sends are retried byte for byte, and the writer
   answers with the original offsets (counted as duplicates, never written);
+* each transactional producer is a consume-transform-produce application: before it ends a transaction
+  it commits, with ``sendOffsetsToTransaction``, the offset of partition ``i`` of an input topic
+  (``input``, not written) that its records so far account for, one input record per record written, in
+  consumer group ``consumer_group`` (``etl``; None: no offsets); the offsets count only if the
+  transaction commits, as the group coordinator loads them (:func:`kafkatx.grouplog.load_offsets`);
 * idempotent and plain (no producer id) producers write beside them;
 * ``open_transactions`` transactions are left open at the end, with some non-transactional data after
   them, so the last stable offset is below the log end;
@@ -27,7 +32,8 @@ the main process appends; the output does not depend on the number of workers.
 
 ``manifest.json`` at the root records what a reader must see, per partition and isolation level: the
 record count, a checksum, the log end offset and last stable offset, and (read_committed) the sum of
-``amount_cents`` per key; plus how many duplicates and zombie writes were rejected.  The checksum
+``amount_cents`` per key; plus how many duplicates and zombie writes were rejected, and the group's
+committed input offsets (``consumer_offsets``).  The checksum
 (:func:`record_checksum`) is the SHA-256 of the partition's visible records in offset order, each
 contributing ``int64 offset | int32 key length | key | int32 value length | value`` (big-endian, length
 -1 and no bytes for null).
@@ -69,6 +75,7 @@ __all__ = [
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "kafkatx-generate/1"
+INPUT_TOPIC = "input"  # the (unwritten) topic whose offsets the transactional producers commit
 CHECKSUM_DEFINITION = (
     "sha256 over the visible records in offset order; each record contributes int64 offset, int32 key length, "
     "key bytes, int32 value length, value bytes (big-endian; length -1 and no bytes for null)"
@@ -166,7 +173,8 @@ class ManifestError(KafkaTxError, ValueError):
 _MANIFEST_FIELDS = {"seed": int, "params": dict, "partitions": dict, "duplicates_rejected": int,
                     "zombie_writes_rejected": int, "records": int}  # fmt: skip
 _MANIFEST_OPTIONAL = {"transactions": dict, "transactional_ids": list, "transaction_state_partitions": list,
-                      "bytes": int, "checksum": str}  # fmt: skip
+                      "bytes": int, "checksum": str, "consumer_offsets": dict}  # fmt: skip
+_OFFSETS_FIELDS = {"group": str, "partition": str, "offsets": dict}
 _PARTITION_FIELDS = {"log_end_offset": int, "last_stable_offset": int, "read_committed": dict,
                      "read_uncommitted": dict}  # fmt: skip
 _VISIBLE_FIELDS = {"records": int, "sha256": str}
@@ -201,6 +209,7 @@ class Manifest:
     bytes: int = 0
     format: str = MANIFEST_FORMAT
     checksum: str = CHECKSUM_DEFINITION
+    consumer_offsets: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -215,6 +224,7 @@ class Manifest:
             "transactions": self.transactions,
             "transactional_ids": self.transactional_ids,
             "transaction_state_partitions": self.transaction_state_partitions,
+            **({"consumer_offsets": self.consumer_offsets} if self.consumer_offsets else {}),
             "partitions": self.partitions,
         }
 
@@ -238,10 +248,16 @@ class Manifest:
             _check_fields(exp, _PARTITION_FIELDS, f"partition {name!r}: ")
             _check_fields(exp["read_committed"], _COMMITTED_FIELDS, f"partition {name!r}: read_committed: ")
             _check_fields(exp["read_uncommitted"], _VISIBLE_FIELDS, f"partition {name!r}: read_uncommitted: ")
+        offsets = d.get("consumer_offsets") or {}
+        if offsets:
+            _check_fields(offsets, _OFFSETS_FIELDS, "consumer_offsets: ")
+            bad = [k for k, v in offsets["offsets"].items() if type(v) is not int]
+            if bad:
+                raise ManifestError(f"consumer_offsets: offset of {bad[0]!r:.80} is not an int")
         return cls(d["seed"], d["params"], d["partitions"], d["duplicates_rejected"], d["zombie_writes_rejected"],
                    d["records"], d.get("transactions", {}), d.get("transactional_ids", []),
                    d.get("transaction_state_partitions", []), d.get("bytes", 0), d["format"],
-                   d.get("checksum", CHECKSUM_DEFINITION))  # fmt: skip
+                   d.get("checksum", CHECKSUM_DEFINITION), offsets)  # fmt: skip
 
     @classmethod
     def load(cls, path) -> Manifest:
@@ -814,7 +830,7 @@ def generate(path, *, topics=("orders",), partitions: int = 3, records=DEFAULT_R
              target_bytes: int | None = None, keys: int = 10_000, batch_records: tuple = (20, 400),
              transaction_version: int = 2, txn_state_partitions: int = 50, validate: bool = False,
              workers: int | None = None, overwrite: bool = False,
-             write_buffer_bytes: int = WRITE_BUFFER_BYTES) -> Manifest:  # fmt: skip
+             write_buffer_bytes: int = WRITE_BUFFER_BYTES, consumer_group: str | None = "etl") -> Manifest:  # fmt: skip
     """Write the workload described in the module docstring into ``path``; returns its :class:`Manifest`.
 
     ``records`` data records are written (exactly; default 100 000).  With ``target_bytes`` the record
@@ -903,7 +919,9 @@ def generate(path, *, topics=("orders",), partitions: int = 3, records=DEFAULT_R
         idem = [IdempotentProducer(coord, clock=clock) for _ in range(idempotent_producers)]
         for tp in tps:
             coord.writer(*tp)  # every partition exists, even one that gets no data
-        _execute(planner.events(), pool, 64 * max(workers, 1) if workers else 0, coord, txn, idem, stats, clock)
+        inputs = [0] * producers  # each transactional producer's committed input offset
+        _execute(planner.events(), pool, 64 * max(workers, 1) if workers else 0, coord, txn, idem, stats, clock,
+                 consumer_group, inputs)  # fmt: skip
         expected = pool.results(planner.leo)
     except (RecordBatchTooLargeError, RecordTooLargeError) as exc:
         # a workload that cannot be written whole is not written at all
@@ -948,13 +966,21 @@ def generate(path, *, topics=("orders",), partitions: int = 3, records=DEFAULT_R
             "read_uncommitted": {"records": ru_count, "sha256": ru_sha},
         }
     state_parts = coord.state_partitions
+    offsets_out = {}
+    if consumer_group is not None:
+        from ..grouplog import CONSUMER_OFFSETS_TOPIC, group_partition_for
+
+        offsets_out = {"group": consumer_group,
+                       "partition": f"{CONSUMER_OFFSETS_TOPIC}-{group_partition_for(consumer_group)}",
+                       "offsets": {f"{INPUT_TOPIC}-{i}": n for i, n in enumerate(inputs) if n}}  # fmt: skip
     coord.close()
     params = dict(topics=list(topics), partitions=partitions, records=records, producers=producers,
                   abort_ratio=abort_ratio, zombie_ratio=zombie_ratio, open_transactions=open_transactions,
                   compression=compression, segment_bytes=segment_bytes, idempotent_producers=idempotent_producers,
                   plain_producers=plain_producers, retry_ratio=retry_ratio, target_bytes=target_bytes, keys=keys,
                   batch_records=list(batch_records), transaction_version=transaction_version,
-                  txn_state_partitions=txn_state_partitions, gzip_level=GZIP_LEVEL)  # fmt: skip
+                  txn_state_partitions=txn_state_partitions, gzip_level=GZIP_LEVEL,
+                  consumer_group=consumer_group)  # fmt: skip
     manifest = Manifest(
         seed=seed,
         params=params,
@@ -971,17 +997,20 @@ def generate(path, *, topics=("orders",), partitions: int = 3, records=DEFAULT_R
         transactional_ids=[f"txn-producer-{i}" for i in range(producers)],
         transaction_state_partitions=[f"__transaction_state-{n}" for n in state_parts],
         bytes=stats["bytes"],
+        consumer_offsets=offsets_out,
     )
     manifest.write(path)
     return manifest
 
 
-def _execute(events, pool, window, coord, txn, idem, stats, clock):  # noqa: C901 - one event switch
-    """Run the planner's events against the coordinator and writers.
+def _execute(events, pool, window, coord, txn, idem, stats, clock, group=None, inputs=None):  # noqa: C901
+    """Run the planner's events against the coordinator and writers (one event switch); ``group``: the
+    consumer group whose input offsets each transaction commits (``inputs``, updated on commit).
 
     Events are pulled ``window`` ahead of execution and their batches requested from the builders at
     once, so the builders work while this process appends."""
     queue: deque = deque()
+    in_txn: dict = {}  # records each transactional producer sent in its open transaction
     events = iter(events)
     exhausted = False
 
@@ -1027,6 +1056,8 @@ def _execute(events, pool, window, coord, txn, idem, stats, clock):  # noqa: C90
                 )  # pragma: no cover
             stats["records"] += spec.count
             stats["bytes"] += info.size_in_bytes
+            if ev.actor == "txn":
+                in_txn[ev.i] = in_txn.get(ev.i, 0) + spec.count
         elif kind == "retry":
             producer = txn[ev.i] if ev.actor == "txn" else idem[ev.i]
             again = producer.resend_last(*ev.tp)
@@ -1035,10 +1066,16 @@ def _execute(events, pool, window, coord, txn, idem, stats, clock):  # noqa: C90
             stats["duplicates"] += 1
         elif kind == "begin":
             txn[ev.i].begin_transaction()
+            in_txn[ev.i] = 0
         elif kind == "end":
             p = txn[ev.i]
             if tuple(sorted(p.partitions_in_transaction)) != ev.parts:  # pragma: no cover
                 raise AssertionError(f"{p.transactional_id}: planned partitions {ev.parts} differ")
+            if group is not None:
+                consumed = inputs[ev.i] + in_txn.get(ev.i, 0)
+                p.send_offsets_to_transaction({(INPUT_TOPIC, ev.i): consumed}, group)
+                if ev.commit:
+                    inputs[ev.i] = consumed
             p.commit_transaction() if ev.commit else p.abort_transaction()
             stats["committed" if ev.commit else "aborted"] += 1
         elif kind == "zombie":
@@ -1112,6 +1149,10 @@ def build_parser(prog: str = "kafkatx generate") -> argparse.ArgumentParser:
                         "batches")  # fmt: skip
     p.add_argument("--keys", type=int, default=10_000, help="distinct customer keys")
     p.add_argument("--transaction-version", type=int, default=2, choices=(0, 1, 2))
+    p.add_argument("--consumer-group", default="etl", help="the group whose input offsets the transactions commit "
+                   "to __consumer_offsets (default etl)")  # fmt: skip
+    p.add_argument("--no-consumer-offsets", dest="consumer_group", action="store_const", const=None,
+                   help="commit no offsets (no __consumer_offsets partition)")  # fmt: skip
     p.add_argument("--validate", action="store_true", help="have the writers decode every batch (slower)")
     p.add_argument("--workers", type=int, default=None, help="processes building batches (default: CPUs, "
                    "at most 4; 0: none)")  # fmt: skip
@@ -1142,7 +1183,7 @@ def main_generate(argv=None) -> int:
                      retry_ratio=args.retry_ratio, target_bytes=args.target_bytes, keys=args.keys,
                      transaction_version=args.transaction_version, validate=args.validate, workers=args.workers,
                      overwrite=args.overwrite, batch_records=tuple(args.batch_records),
-                     write_buffer_bytes=args.write_buffer_bytes)  # fmt: skip
+                     write_buffer_bytes=args.write_buffer_bytes, consumer_group=args.consumer_group)  # fmt: skip
     except (ValueError, FileExistsError, KafkaTxError, OSError) as exc:
         print(f"kafkatx generate: error: {exc}", file=sys.stderr)
         return 1 if not isinstance(exc, ValueError) or isinstance(exc, KafkaTxError) else 2

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .generate import Manifest, record_checksum
 from .reader import open_partition
+
+_PARTITION_DIR = re.compile(r"__consumer_offsets-[0-9]+")
 
 
 @dataclass
@@ -22,16 +25,30 @@ class PartitionCheck:
 
 
 @dataclass
+class OffsetsCheck:
+    """The consumer group's committed offsets as the group coordinator loads them, against the manifest."""
+
+    group: str
+    partition: str
+    offsets: dict
+    problems: list = field(default_factory=list)
+
+
+@dataclass
 class VerifyReport:
     partitions: list
+    offsets: OffsetsCheck | None = None
 
     @property
     def ok(self) -> bool:
-        return not any(p.problems for p in self.partitions)
+        return not self.problems
 
     @property
     def problems(self) -> list:
-        return [f"{p.name}: {msg}" for p in self.partitions for msg in p.problems]
+        out = [f"{p.name}: {msg}" for p in self.partitions for msg in p.problems]
+        if self.offsets is not None:
+            out += [f"{self.offsets.partition} (group {self.offsets.group}): {msg}" for msg in self.offsets.problems]
+        return out
 
 
 def verify_directory(root, manifest: Manifest | None = None, *, aborted_source: str = "auto") -> VerifyReport:
@@ -72,7 +89,29 @@ def verify_directory(root, manifest: Manifest | None = None, *, aborted_source: 
         if dict(sums) != exp["read_committed"]["amount_cents_by_key"]:
             problems.append("read_committed per-key sums of amount_cents differ from the manifest")
         checks.append(check)
-    return VerifyReport(checks)
+    return VerifyReport(checks, _check_offsets(root, manifest.consumer_offsets) if manifest.consumer_offsets else None)
+
+
+def _check_offsets(root: str, exp: dict) -> OffsetsCheck:
+    """Replay the group's ``__consumer_offsets`` partition (:func:`kafkatx.grouplog.load_offsets`) and compare
+    its committed offsets with the manifest's; no offsets may be left pending (no open transaction sent any)."""
+    from ..grouplog import load_offsets
+
+    group, name = exp["group"], exp["partition"]
+    path = os.path.join(root, name)
+    if not _PARTITION_DIR.fullmatch(name) or not os.path.isdir(path):
+        return OffsetsCheck(group, name, {}, [f"{name} is not a partition directory of {root}"])
+    state = load_offsets(path)
+    got = {f"{t}-{p}": c.offset for (g, t, p), c in state.offsets.items() if g == group}
+    check = OffsetsCheck(group, name, got)
+    if got != exp["offsets"]:
+        differ = sorted(k for k in set(got) | set(exp["offsets"]) if got.get(k) != exp["offsets"].get(k))
+        check.problems.append(f"committed offsets differ from the manifest for {len(differ)} partitions (first "
+                              f"{differ[0]}: {got.get(differ[0])}, manifest {exp['offsets'].get(differ[0])})")  # fmt: skip
+    pending = sum(len(v) for v in state.pending.values())
+    if pending:
+        check.problems.append(f"{pending} offsets are pending in open transactions; the manifest has none")
+    return check
 
 
 def _amount_cents(record) -> tuple[str, int]:

@@ -266,7 +266,7 @@ def test_java_oracle_reads_generated_logs(generated, tmp_path, oracle_dump):
     """Kafka's record classes accept every batch of every generated partition (one JVM call)."""
     root, m, _ = generated
     chunks = []
-    for name in list(m.partitions) + m.transaction_state_partitions:
+    for name in list(m.partitions) + m.transaction_state_partitions + [m.consumer_offsets["partition"]]:
         d = root / name
         chunks += [(d / f).read_bytes() for f in sorted(os.listdir(d)) if f.endswith(".log")]
     everything = tmp_path / "all.log"

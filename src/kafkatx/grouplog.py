@@ -40,8 +40,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ._common import byte_view
 from .errors import GroupLogError
+from .txnlog import _Reader as _TxnLogReader
+from .txnlog import _skip_tagged
 
 __all__ = [
     "CONSUMER_OFFSETS_TOPIC",
@@ -233,36 +234,16 @@ def _present(f, version: int) -> bool:
 
 
 # ------------------------------------------------------------------------------------------ reading
-class _Reader:
-    __slots__ = ("buf", "pos", "end", "what")
+class _Reader(_TxnLogReader):
+    """The transaction log's bounds-checked reader, raising :class:`~kafkatx.errors.GroupLogError`."""
 
-    def __init__(self, data, what: str):
-        self.buf = byte_view(data)
-        self.pos = 0
-        self.end = len(self.buf)
-        self.what = what
+    __slots__ = ()
 
-    def fail(self, msg: str, pos: int | None = None) -> GroupLogError:
-        return GroupLogError(f"{self.what}: {msg}", self.pos if pos is None else pos)
+    def fail(self, msg: str, pos: int | None = None, cls=GroupLogError) -> GroupLogError:
+        return super().fail(msg, pos, cls)
 
-    def unpack(self, st, name: str):
-        if self.pos + st.size > self.end:
-            raise self.fail(f"truncated: {name} needs {st.size} bytes, {self.end - self.pos} left")
-        (v,) = st.unpack_from(self.buf, self.pos)
-        self.pos += st.size
-        return v
-
-    def uvarint(self, name: str) -> int:
-        start, value = self.pos, 0
-        for i in range(5):
-            if self.pos >= self.end:
-                raise self.fail(f"truncated unsigned varint ({name})", start)
-            b = self.buf[self.pos]
-            self.pos += 1
-            value |= (b & 0x7F) << (7 * i)
-            if not b & 0x80:
-                return value
-        raise self.fail(f"unsigned varint longer than 5 bytes ({name})", start)
+    def value(self, st, name: str):
+        return self.unpack(st, name)[0]
 
     def length(self, name: str, flexible: bool, wide: bool = False) -> int:
         """A string/bytes/array length: -1 for null; checked against what is left (``wide``: 4 bytes)."""
@@ -270,29 +251,12 @@ class _Reader:
         if flexible:
             n = self.uvarint(f"{name} length") - 1
         else:
-            n = self.unpack(_INTS["int32" if wide else "int16"], f"{name} length")
+            n = self.value(_INTS["int32" if wide else "int16"], f"{name} length")
             if n < -1:
                 raise self.fail(f"{name} length {n} is negative", start)
         if n > self.end - self.pos:
             raise self.fail(f"{name} length {n} runs past the end ({self.end - self.pos} bytes left)", start)
         return n
-
-    def raw(self, n: int) -> bytes:
-        out = bytes(self.buf[self.pos : self.pos + n])
-        self.pos += n
-        return out
-
-    def skip_tagged(self, name: str) -> None:
-        for _ in range(self.uvarint(f"{name} tagged field count")):
-            self.uvarint(f"{name} tag")
-            size = self.uvarint(f"{name} tagged field size")
-            if size > self.end - self.pos:
-                raise self.fail(f"{name} tagged field of {size} bytes runs past the end")
-            self.pos += size
-
-    def done(self) -> None:
-        if self.pos != self.end:
-            raise self.fail(f"{self.end - self.pos} unexpected bytes after the end")
 
 
 def _read_string(r: _Reader, name: str, flexible: bool, nullable: bool, where: str) -> str | None:
@@ -302,11 +266,7 @@ def _read_string(r: _Reader, name: str, flexible: bool, nullable: bool, where: s
         if not nullable:
             raise r.fail(f"{name} is null, which {where} does not allow", start)
         return None
-    data = r.raw(n)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise r.fail(f"{name} is not valid UTF-8 ({exc.reason})", r.pos - n + exc.start) from None
+    return r.utf8(n, name)
 
 
 def _read_struct(r: _Reader, fields, version: int, flexible: bool, where: str) -> dict:
@@ -317,7 +277,7 @@ def _read_struct(r: _Reader, fields, version: int, flexible: bool, where: str) -
             continue
         nullable = f[5] is not None and version >= f[5]
         if kind in _INTS:
-            out[attr] = r.unpack(_INTS[kind], name)
+            out[attr] = r.value(_INTS[kind], name)
             continue
         if kind == "string":
             out[attr] = _read_string(r, name, flexible, nullable, f"{where} version {version}")
@@ -329,7 +289,7 @@ def _read_struct(r: _Reader, fields, version: int, flexible: bool, where: str) -
                 raise r.fail(f"{name} is null, which {where} version {version} does not allow", start)
             out[attr] = None
         elif kind == "bytes":
-            out[attr] = r.raw(n)
+            out[attr] = r.raw(n, name)
         elif kind == "[]int32":
             if 4 * n > r.end - r.pos:
                 raise r.fail(f"{name}: {n} int32s run past the end", start)
@@ -340,12 +300,12 @@ def _read_struct(r: _Reader, fields, version: int, flexible: bool, where: str) -
         else:  # an array of structs
             out[attr] = tuple(_read_struct(r, kind, version, flexible, where) for _ in range(n))
     if flexible:
-        r.skip_tagged(where)
+        _skip_tagged(r, where)
     return out
 
 
 def _version_of(r: _Reader, versions, what: str) -> int:
-    version = r.unpack(_I16, f"{what} version")
+    version = r.value(_I16, f"{what} version")
     if version not in versions:
         raise r.fail(f"{what} version {version} is not one Kafka has (it has {versions.start}-{versions.stop - 1})", 0)
     return version
@@ -356,7 +316,7 @@ def decode_key(data) -> OffsetCommitKey | GroupMetadataKey | OtherKey:
     if data is None:
         raise GroupLogError("__consumer_offsets key: null key (every record of the topic has one)")
     r = _Reader(data, "__consumer_offsets key")
-    record_type = r.unpack(_I16, "record type")
+    record_type = r.value(_I16, "record type")
     known = _TYPES.get(record_type)
     if known is None:
         return OtherKey(record_type, bytes(r.buf))

@@ -15,8 +15,9 @@ only errors allowed are KafkaTxErrors.
 ``logdir``: one or two files of a generated partition directory damaged (flipped, cut, zeroed, emptied or
 appended to), then read read_committed and read_uncommitted, iterated as records, and reopened by a
 ``PartitionWriter``; anything but a result or a KafkaTxError is a finding, and so is a directory the
-writer recovered that needs repairing again on the next open.  ``KAFKATX_NO_EXTENSIONS=1`` runs it on
-the pure-Python twin.
+writer recovered that needs repairing again on the next open.  Each input also damages one file of the
+workload's ``__consumer_offsets`` partition and replays it as the group coordinator loads it
+(``kafkatx.grouplog.load_offsets``).  ``KAFKATX_NO_EXTENSIONS=1`` runs it on the pure-Python twin.
 
 Under the sanitizers (the build CI's ``sanitizers`` job makes, ``KAFKATX_SANITIZE=1``)::
 
@@ -177,7 +178,9 @@ def fuzz_codec(rng: random.Random, deadline: float, keep: str) -> tuple[int, lis
 
 
 def fuzz_logdir(rng: random.Random, deadline: float, keep: str) -> tuple[int, list]:
+    from kafkatx.grouplog import load_offsets
     from kafkatx.log import generate, wait_for_release
+    from kafkatx.log.generate import Manifest
 
     findings, n = [], 0
     with tempfile.TemporaryDirectory(prefix="kafkatx-fuzz-") as tmp:
@@ -187,6 +190,7 @@ def fuzz_logdir(rng: random.Random, deadline: float, keep: str) -> tuple[int, li
         part = os.path.join(src, "orders-0")
         names = sorted(os.listdir(part))
         small = [x for x in names if not x.endswith(".log")]
+        offsets = os.path.join(src, Manifest.load(src).consumer_offsets["partition"])
         while time.monotonic() < deadline:
             work = os.path.join(tmp, "orders-0")
             shutil.rmtree(work, ignore_errors=True)
@@ -208,6 +212,22 @@ def fuzz_logdir(rng: random.Random, deadline: float, keep: str) -> tuple[int, li
                     shutil.copytree(part, kept)  # the undamaged directory, with the damage listed
                     findings.append(f"{kept} + {damage}, {step}: {traceback.format_exc(limit=4)}")
                     break
+            # the group's __consumer_offsets partition, damaged likewise: the coordinator's replay of it
+            work = os.path.join(tmp, "offsets")
+            shutil.rmtree(work, ignore_errors=True)
+            shutil.copytree(offsets, work)
+            name = rng.choice(sorted(os.listdir(work)))
+            how, k = rng.choice(DAMAGES), rng.randrange(1, 256)
+            at = damage_file(os.path.join(work, name), how, rng.random(), k)
+            try:
+                load_offsets(work)
+            except KafkaTxError:
+                pass
+            except Exception:  # noqa: BLE001 - the finding
+                kept = os.path.join(keep, f"offsets-{n}")
+                shutil.rmtree(kept, ignore_errors=True)
+                shutil.copytree(offsets, kept)
+                findings.append(f"{kept} + {name} {how} {k} at {at}, load_offsets: {traceback.format_exc(limit=4)}")
             wait_for_release()
             n += 1
     return n, findings

@@ -472,3 +472,28 @@ def test_send_offsets_to_transaction_writes_what_the_group_coordinator_loads(tmp
         committed = [(r.offset, decode_value(decode_key(r.key), r.value).offset)
                      for r in op.read(isolation="read_committed")]  # fmt: skip
     assert [o for _, o in committed] == [10, 5, 30, 15, 7]
+
+
+def test_a_damaged_offsets_partition_is_a_kafkatx_error_or_loads(tmp_path):
+    """The replay of a __consumer_offsets partition whose .log was flipped, cut, zeroed or appended to at many
+    places: offsets, or a KafkaTxError; never another exception (scripts/fuzz.py logdir does this at random)."""
+    import random
+    import shutil
+
+    from _damage import DAMAGES, damage_file
+
+    part = tmp_path / "src" / "__consumer_offsets-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(_log())
+    rng = random.Random(32)
+    outcomes = set()
+    for i in range(150):
+        work = tmp_path / f"w{i}" / "__consumer_offsets-0"
+        shutil.copytree(part, work)
+        damage_file(work / "00000000000000000000.log", DAMAGES[i % len(DAMAGES)], rng.random(), rng.randrange(1, 256))
+        try:
+            load_offsets(work)
+            outcomes.add("loaded")
+        except KafkaTxError as exc:
+            outcomes.add(type(exc).__name__)
+    assert "loaded" in outcomes and len(outcomes) > 1, outcomes

@@ -213,7 +213,7 @@ def fuzz_logdir(rng: random.Random, deadline: float, keep: str) -> tuple[int, li
                     findings.append(f"{kept} + {damage}, {step}: {traceback.format_exc(limit=4)}")
                     break
             # the group's __consumer_offsets partition, damaged likewise: the coordinator's replay of it
-            work = os.path.join(tmp, "offsets")
+            work = os.path.join(tmp, os.path.basename(offsets))
             shutil.rmtree(work, ignore_errors=True)
             shutil.copytree(offsets, work)
             name = rng.choice(sorted(os.listdir(work)))

@@ -39,6 +39,10 @@ and in one process (kafka-format.md section 9):
   Kafka client does after retrying CONCURRENT_TRANSACTIONS.  (Kafka 4.0 bumped the epoch a second time
   under version 2; 4.1 dropped that -- KAFKA-19367 -- so, as there, a timed-out producer's late
   EndTxn(ABORT) at its old epoch is answered as a retry of the abort under version 2.)
+* ``add_offsets_to_txn`` and ``txn_offset_commit`` (``TransactionalProducer.send_offsets_to_transaction``)
+  put a consumer group's ``__consumer_offsets`` partition into the transaction and write the offsets there as
+  the producer's transactional batch; the markers reach it with the others, and
+  :func:`kafkatx.grouplog.load_offsets` replays them as the group coordinator does;
 * opening a coordinator on a log dir reloads the state (records decoded, last value per key wins, a
   tombstone deletes) and completes transactions left in PrepareCommit/PrepareAbort by a crash (markers
   re-sent, as the broker does on coordinator election).  Without an explicit ``coordinator_epoch`` a
@@ -610,9 +614,10 @@ class TransactionCoordinator:
                           offsets, *, metadata: str = "") -> None:  # fmt: skip
         """TxnOffsetCommit, the group coordinator's side: the offsets (``{(topic, partition): offset}`` or
         ``{(topic, partition): (offset, leader_epoch)}``; the next offset to consume) go into the group's
-        ``__consumer_offsets`` partition as one transactional batch of the producer (base sequence 0, as
-        the group coordinator writes it), pending until the transaction's marker.  The partition must have
-        joined the transaction (:meth:`add_offsets_to_txn`)."""
+        ``__consumer_offsets`` partition as one transactional batch of the producer's id and epoch, written
+        by the coordinator (base sequence 0; the partition does not check the sequence of a coordinator's
+        batch), pending until the transaction's marker.  The partition must have joined the transaction
+        (:meth:`add_offsets_to_txn`).  Not modelled: the group's generation and member checks (KIP-447)."""
         from .grouplog import CONSUMER_OFFSETS_TOPIC, OffsetCommitKey, OffsetCommitValue, encode_group_records
         from .grouplog import group_partition_for
 

@@ -424,6 +424,16 @@ def test_offsets_command(capfd, tmp_path):
     assert "  producerId 9: eos in-3 offset 400 (record 9)" in out.splitlines()
     code, out, _ = run(capfd, "offsets", "--group", "plain", str(tmp_path / "__consumer_offsets-0"))
     assert code == 0 and [line.split()[0] for line in out.splitlines()] == ["GROUP", "plain", "plain"]
+    code, out, _ = run(capfd, "offsets", "--json", str(tmp_path))
+    objs = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [o["type"] for o in objs] == ["offset"] * 4 + ["pending"]
+    assert objs[0] == {"type": "offset", "group": "eos", "topic": "in", "partition": 0, "offset": 100,
+                       "leader_epoch": 1, "metadata": "", "commit_timestamp": T0, "expire_timestamp": -1,
+                       "record_offset": 3, "log_end_offset": 300, "last_stable_offset": 300, "lag": 200}  # fmt: skip
+    assert objs[1]["log_end_offset"] is None and objs[1]["lag"] is None
+    assert objs[4] == {"type": "pending", "producer_id": 9, "group": "eos", "topic": "in", "partition": 3,
+                       "offset": 400, "leader_epoch": 1, "metadata": "", "commit_timestamp": T0,
+                       "expire_timestamp": -1, "record_offset": 9}  # fmt: skip
     code, _, err = run(capfd, "offsets", str(tmp_path / "missing"))
     assert code != 0 and "error:" in err
 
@@ -497,3 +507,20 @@ def test_a_damaged_offsets_partition_is_a_kafkatx_error_or_loads(tmp_path):
         except KafkaTxError as exc:
             outcomes.add(type(exc).__name__)
     assert "loaded" in outcomes and len(outcomes) > 1, outcomes
+
+
+def test_offsets_command_counts_the_records_it_does_not_decode(capfd, tmp_path):
+    from kafkatx.batch import BatchBuilder
+
+    part = tmp_path / "__consumer_offsets-3"
+    part.mkdir()
+    b = BatchBuilder(base_offset=1)
+    b.append(b"\x00\x00x", struct.pack(">h", 4) + s16("grp"), timestamp=T0)  # a type kafkatx does not decode
+    (part / "00000000000000000000.log").write_bytes(encode_group_records([_commit("g", "t", 0, 5)]) + b.build())
+    code, out, err = run(capfd, "offsets", str(tmp_path))
+    assert code == 0, err
+    assert out.splitlines()[1].split() == ["g", "t", "0", "5", "-", "-", "-", "1", "0"]
+    assert "1 records of the consumer, share or streams group types (3 and up) are not decoded" in out
+    code, out, _ = run(capfd, "offsets", "--json", str(tmp_path))
+    assert [json.loads(line)["type"] for line in out.splitlines()] == ["offset", "not_decoded"]
+    assert json.loads(out.splitlines()[1])["records"] == 1

@@ -1074,6 +1074,12 @@ _OFFSETS_HEADERS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OF
                     "LEADER-EPOCH", "COMMITTED-AT")  # fmt: skip
 
 
+def _committed_json(c) -> dict:
+    return {"offset": c.offset, "leader_epoch": c.leader_epoch, "metadata": c.metadata,
+            "commit_timestamp": c.commit_timestamp, "expire_timestamp": c.expire_timestamp,
+            "record_offset": c.record_offset}  # fmt: skip
+
+
 def cmd_offsets(args) -> int:
     from .grouplog import load_offsets
     from .log.reader import open_log_dir
@@ -1095,6 +1101,21 @@ def cmd_offsets(args) -> int:
     def keep(where) -> bool:
         return not args.group or where[0] in args.group
 
+    pending = [(pid, where, c) for pid, offsets in sorted(state.pending.items())
+               for where, c in sorted(offsets.items()) if keep(where)]  # fmt: skip
+    if args.json:
+        for (group, topic, partition), c in sorted(state.offsets.items()):
+            if keep((group,)):
+                hw, lso = ends.get((topic, partition), (None, None))
+                _out(json.dumps({"type": "offset", "group": group, "topic": topic, "partition": partition,
+                                 **_committed_json(c), "log_end_offset": hw, "last_stable_offset": lso,
+                                 "lag": None if hw is None else hw - c.offset}))  # fmt: skip
+        for pid, (group, topic, partition), c in pending:
+            _out(json.dumps({"type": "pending", "producer_id": pid, "group": group, "topic": topic,
+                             "partition": partition, **_committed_json(c)}))  # fmt: skip
+        if state.other_records:
+            _out(json.dumps({"type": "not_decoded", "records": state.other_records}))
+        return EXIT_OK
     rows = [_OFFSETS_HEADERS]
     for (group, topic, partition), c in sorted(state.offsets.items()):
         if not keep((group,)):
@@ -1106,8 +1127,6 @@ def cmd_offsets(args) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(len(_OFFSETS_HEADERS))]
     for r in rows:
         _out("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    pending = [(pid, where, c) for pid, offsets in sorted(state.pending.items())
-               for where, c in sorted(offsets.items()) if keep(where)]  # fmt: skip
     if pending:
         _out()
         _out("Offsets committed by open transactions (they take effect when the transaction commits):")
@@ -1364,6 +1383,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("path", metavar="DIR", help="a broker log directory, or a __consumer_offsets-N directory")
     p.add_argument("--group", action="append", metavar="GROUP", help="only this group (repeatable)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line (offset, pending, not_decoded)")
     p.add_argument("--no-verify-crc", dest="verify_crc", action="store_false", help="read batches whose CRC fails")
     p.set_defaults(func=cmd_offsets)
 

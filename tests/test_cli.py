@@ -662,6 +662,10 @@ def test_generate_through_the_cli(capfd, tmp_path):
         ("name:/tmp/orders-0", "partition '/tmp/orders-0' is not a <topic>-<partition> directory name"),
         ("name:..-0", "partition '..-0' is not a <topic>-<partition> directory name"),
         ("name:orders", "partition 'orders' is not a <topic>-<partition> directory name"),
+        ("offsets:../__consumer_offsets-1", "consumer_offsets: partition '../__consumer_offsets-1' is not a "
+                                            "__consumer_offsets-<partition> directory name"),
+        ("offsets:orders-0", "consumer_offsets: partition 'orders-0' is not a __consumer_offsets-<partition> "
+                             "directory name"),
     ],
 )
 def test_verify_reports_a_damaged_manifest(capfd, tmp_path, content, reason):
@@ -676,6 +680,8 @@ def test_verify_reports_a_damaged_manifest(capfd, tmp_path, content, reason):
             d["partitions"]["orders-0"] = {}
         elif content.startswith("name:"):  # a partition's name that is not one directory of the root
             d["partitions"][content[5:]] = d["partitions"].pop("orders-0")
+        elif content.startswith("offsets:"):  # the consumer group's partition, likewise
+            d["consumer_offsets"]["partition"] = content[8:]
         else:
             d["partitions"]["orders-0"]["read_committed"]["amount_cents_by_key"] = []
         content = json.dumps(d).encode()

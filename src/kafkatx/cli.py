@@ -1,4 +1,5 @@
-"""The ``kafkatx`` command line: ``dump``, ``summary``, ``generate``, ``verify``, ``hanging``, ``offsets``, ``demo``, ``version``.
+"""The ``kafkatx`` command line: ``dump``, ``summary``, ``generate``, ``verify``, ``hanging``, ``offsets``,
+``demo`` and ``version``.
 
 ``kafkatx dump`` prints a segment the way Kafka's ``kafka-dump-log.sh`` (``DumpLogSegments``) does, field
 for field, so its output can be diffed against Kafka's own tool.  ``kafkatx summary`` decodes a whole log
@@ -238,48 +239,50 @@ def _batch_json(batch, valid: bool) -> dict:
     }
 
 
-def _txn_log_data(record, undecoded):
-    """(key, payload, skipped) of a ``__transaction_state`` record as DumpLogSegments'
-    TransactionLogMessageParser shows them: Kafka's JSON of key and value (the payload ``"<DELETE>"`` for a
-    tombstone), or a "skipping" message in place of both for a key of an unknown record type, and for bytes
-    that do not decode (also noted in ``undecoded``; Kafka's tool stops at a record without a key)."""
+def _coordinator_record_data(record, undecoded, topic: str, parse):
+    """(key, payload, skipped) of a coordinator's record (``__transaction_state``, ``__consumer_offsets``) as
+    DumpLogSegments' CoordinatorRecordMessageParser shows them: Kafka's JSON of key and value (the payload
+    ``"<DELETE>"`` for a tombstone), or a "skipping" message in place of both for a key of a record type not
+    decoded, and for bytes that do not decode (also noted in ``undecoded``; Kafka's tool stops at a record
+    without a key).  ``parse(record)`` gives ``(key JSON, value JSON or None)``, or the skipping message."""
+    try:
+        if record.key is None:
+            raise InvalidRecordError(f"the record has no key (a {topic} record always has one)")
+        parsed = parse(record)
+    except KafkaTxError as exc:
+        undecoded.append((record.offset, str(exc)))
+        return None, None, f"Error at offset {record.offset}, skipping. {exc}"
+    if isinstance(parsed, str):
+        return None, None, parsed
+    key, value = parsed
+    return key, "<DELETE>" if value is None else value, None
+
+
+def _txn_log_parse(record):
+    """A ``__transaction_state`` record for :func:`_coordinator_record_data` (TransactionLogMessageParser)."""
     from . import txnlog
 
-    try:
-        if record.key is None:
-            raise InvalidRecordError("the record has no key (a __transaction_state record always has one)")
-        tid = txnlog.decode_txn_key(record.key)
-        if isinstance(tid, txnlog.UnknownKey):
-            return None, None, f"Unknown record type {tid.version} at offset {record.offset}, skipping."
-        value = txnlog.decode_txn_value(record.value)
-    except KafkaTxError as exc:
-        undecoded.append((record.offset, str(exc)))
-        return None, None, f"Error at offset {record.offset}, skipping. {exc}"
+    tid = txnlog.decode_txn_key(record.key)
+    if isinstance(tid, txnlog.UnknownKey):
+        return f"Unknown record type {tid.version} at offset {record.offset}, skipping."
+    value = txnlog.decode_txn_value(record.value)
     if value is None:
-        return txnlog.key_json(tid), "<DELETE>", None
-    return txnlog.key_json(tid), txnlog.value_json(value, struct.unpack_from(">h", record.value)[0]), None
+        return txnlog.key_json(tid), None
+    return txnlog.key_json(tid), txnlog.value_json(value, struct.unpack_from(">h", record.value)[0])
 
 
-def _group_log_data(record, undecoded):
-    """(key, payload, skipped) of a ``__consumer_offsets`` record as DumpLogSegments' OffsetsMessageParser
-    shows them (as :func:`_txn_log_data`); a record of a type kafkatx does not decode (3 and up: consumer,
-    share and streams group records) is skipped with a line that says so, and is not an error."""
+def _group_log_parse(record):
+    """A ``__consumer_offsets`` record for :func:`_coordinator_record_data` (OffsetsMessageParser); a record of
+    a type kafkatx does not decode (3 and up: consumer, share and streams group records) is skipped with a line
+    that says so, and is not an error."""
     from . import grouplog
 
-    try:
-        if record.key is None:
-            raise InvalidRecordError("the record has no key (a __consumer_offsets record always has one)")
-        key = grouplog.decode_key(record.key)
-        if isinstance(key, grouplog.OtherKey):
-            return None, None, (f"Record type {key.record_type} at offset {record.offset} is not one kafkatx "
-                                "decodes (it reads types 0-2: offset commits and classic groups), skipping.")  # fmt: skip
-        value = grouplog.decode_value(key, record.value)
-    except KafkaTxError as exc:
-        undecoded.append((record.offset, str(exc)))
-        return None, None, f"Error at offset {record.offset}, skipping. {exc}"
-    if value is None:
-        return grouplog.key_json(key), "<DELETE>", None
-    return grouplog.key_json(key), grouplog.value_json(key, value), None
+    key = grouplog.decode_key(record.key)
+    if isinstance(key, grouplog.OtherKey):
+        return (f"Record type {key.record_type} at offset {record.offset} is not one kafkatx decodes "
+                "(it reads types 0-2: offset commits and classic groups), skipping.")  # fmt: skip
+    value = grouplog.decode_value(key, record.value)
+    return grouplog.key_json(key), None if value is None else grouplog.value_json(key, value)
 
 
 def _record_output(batch, record, args, legacy_crc, as_json, undecoded):
@@ -294,9 +297,9 @@ def _record_output(batch, record, args, legacy_crc, as_json, undecoded):
     show_data = args.print_data_log and not batch.is_control
     skipped = None
     if show_data and args.transaction_log_decoder:
-        key, value, skipped = _txn_log_data(record, undecoded)
+        key, value, skipped = _coordinator_record_data(record, undecoded, "__transaction_state", _txn_log_parse)
     elif show_data and args.offsets_decoder:
-        key, value, skipped = _group_log_data(record, undecoded)
+        key, value, skipped = _coordinator_record_data(record, undecoded, "__consumer_offsets", _group_log_parse)
     elif show_data:
         key = None if key is None else _text(key)
         value = None if value is None else _text(value)
@@ -1086,10 +1089,11 @@ def cmd_offsets(args) -> int:
 
     try:
         state = load_offsets(args.path, verify_crc=args.verify_crc)
-        ends = {}
+        ends = {}  # log end and LSO of the partitions with committed offsets that are in the directory too
         with open_log_dir(args.path) as d:
-            for (topic, partition), part in d.items():
-                if not topic.startswith("__"):
+            for _group, topic, partition in state.offsets:
+                part = d.get((topic, partition))
+                if part is not None and (topic, partition) not in ends:
                     ends[(topic, partition)] = (part.high_watermark, part.last_stable_offset)
     except (KafkaTxError, OSError) as exc:
         _err(f"error: {exc}")
@@ -1203,12 +1207,12 @@ def _demo_spark(session, root: str, manifest) -> int:
     """Read the generated directory with ``spark.read.format("kafkatx")`` (read_committed, then
     read_uncommitted), sum ``amount_cents`` per customer and per partition with Spark SQL, and compare the
     counts, offsets and sums with the manifest."""
+    import importlib.util
+
     import pyspark
     from pyspark.sql import functions as F
 
     from . import spark as kspark
-
-    import importlib.util
 
     if importlib.util.find_spec("pyspark_kafkatx") is None:  # PySpark finds the source itself through it
         kspark.register(session)
@@ -1220,14 +1224,17 @@ def _demo_spark(session, root: str, manifest) -> int:
         df = session.read.format("kafkatx").option("kafka.isolation.level", isolation).load(root)
         df = df.select(F.col("key").cast("string").alias("customer"), amount.alias("amount_cents"), "topic",
                        "partition", "offset")  # fmt: skip
+        if isolation == "read_committed":
+            df = df.cache()  # read once for both aggregations
+            customers = {r.customer: r.cents for r in df.groupBy("customer").agg(F.sum("amount_cents").alias("cents"))
+                         .collect()}  # fmt: skip
         parts = df.groupBy("topic", "partition").agg(
             F.count("*").alias("records"), F.countDistinct("offset").alias("offsets"),
             F.sum("amount_cents").alias("cents"), F.count("amount_cents").alias("priced"),
         ).collect()  # fmt: skip
-        customers = df.groupBy("customer").agg(F.sum("amount_cents").alias("cents")).collect()
-        seen[isolation] = ({f"{r.topic}-{r.partition}": r for r in parts}, {r.customer: r.cents for r in customers})
-    committed, customers = seen["read_committed"]
-    uncommitted, _ = seen["read_uncommitted"]
+        seen[isolation] = {f"{r.topic}-{r.partition}": r for r in parts}
+        df.unpersist()
+    committed, uncommitted = seen["read_committed"], seen["read_uncommitted"]
     want_cents = {}
     for exp in manifest.partitions.values():
         for key, cents in exp["read_committed"]["amount_cents_by_key"].items():

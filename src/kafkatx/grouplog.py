@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .errors import GroupLogError
 from .txnlog import _Reader as _TxnLogReader
-from .txnlog import _skip_tagged
+from .txnlog import _skip_tagged, _uvarint, txn_partition_for
 
 __all__ = [
     "CONSUMER_OFFSETS_TOPIC",
@@ -81,8 +82,6 @@ DEFAULT_OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions
 def group_partition_for(group_id: str, partition_count: int = DEFAULT_OFFSETS_PARTITIONS) -> int:
     """The ``__consumer_offsets`` partition of a group: ``Utils.abs(groupId.hashCode) % partitionCount``
     (the group coordinator's ``partitionFor``, the same function as the transaction log's)."""
-    from .txnlog import txn_partition_for
-
     return txn_partition_for(group_id, partition_count)
 
 
@@ -174,48 +173,29 @@ class ConsumerProtocolAssignment:
     version: int = 3
 
 
-# A field: (JSON name, attribute, type, first version, last version or None, first nullable version or None).
-# Types: int16/int32/int64, string, bytes, []int32, []string, or a tuple of fields (an array of structs).
-_OFFSET_COMMIT_KEY = (("group", "group", "string", 0, None, None), ("topic", "topic", "string", 0, None, None),
-                      ("partition", "partition", "int32", 0, None, None))  # fmt: skip
-_GROUP_KEY = (("group", "group", "string", 0, None, None),)
-_LEGACY_OFFSET_VALUE = (("offset", "offset", "int64", 0, None, None), ("metadata", "metadata", "string", 0, None, None),
-                        ("commitTimestamp", "commit_timestamp", "int64", 0, None, None))  # fmt: skip
-_OFFSET_VALUE = (
-    ("offset", "offset", "int64", 0, None, None),
-    ("leaderEpoch", "leader_epoch", "int32", 3, None, None),
-    ("metadata", "metadata", "string", 0, None, None),
-    ("commitTimestamp", "commit_timestamp", "int64", 0, None, None),
-    ("expireTimestamp", "expire_timestamp", "int64", 1, 1, None),
-)
-_MEMBER = (
-    ("memberId", "member_id", "string", 0, None, None),
-    ("groupInstanceId", "group_instance_id", "string", 3, None, 3),
-    ("clientId", "client_id", "string", 0, None, None),
-    ("clientHost", "client_host", "string", 0, None, None),
-    ("rebalanceTimeout", "rebalance_timeout", "int32", 1, None, None),
-    ("sessionTimeout", "session_timeout", "int32", 0, None, None),
-    ("subscription", "subscription", "bytes", 0, None, None),
-    ("assignment", "assignment", "bytes", 0, None, None),
-)
-_GROUP_VALUE = (
-    ("protocolType", "protocol_type", "string", 0, None, None),
-    ("generation", "generation", "int32", 0, None, None),
-    ("protocol", "protocol", "string", 0, None, 0),
-    ("leader", "leader", "string", 0, None, 0),
-    ("currentStateTimestamp", "current_state_timestamp", "int64", 2, None, None),
-    ("members", "members", _MEMBER, 0, None, None),
-)
-_TOPIC_PARTITIONS = (("topic", "topic", "string", 0, None, None), ("partitions", "partitions", "[]int32", 0, None, None))
-_SUBSCRIPTION = (
-    ("topics", "topics", "[]string", 0, None, None),
-    ("userData", "user_data", "bytes", 0, None, 0),
-    ("ownedPartitions", "owned_partitions", _TOPIC_PARTITIONS, 1, None, None),
-    ("generationId", "generation_id", "int32", 2, None, None),
-    ("rackId", "rack_id", "string", 3, None, 3),
-)
-_ASSIGNMENT = (("assignedPartitions", "assigned_partitions", _TOPIC_PARTITIONS, 0, None, None),
-               ("userData", "user_data", "bytes", 0, None, 0))  # fmt: skip
+def _f(name: str, kind, first: int = 0, last: int | None = None, nullable: int | None = None) -> tuple:
+    """A field: (JSON name, attribute -- the name in snake case --, type, first version, last version or None,
+    first nullable version or None).  Types: int16/int32/int64, string, bytes, []int32, []string, or a tuple
+    of fields (an array of structs)."""
+    return (name, re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name), kind, first, last, nullable)
+
+
+_OFFSET_COMMIT_KEY = (_f("group", "string"), _f("topic", "string"), _f("partition", "int32"))
+_GROUP_KEY = (_f("group", "string"),)
+_LEGACY_OFFSET_VALUE = (_f("offset", "int64"), _f("metadata", "string"), _f("commitTimestamp", "int64"))
+_OFFSET_VALUE = (_f("offset", "int64"), _f("leaderEpoch", "int32", 3), _f("metadata", "string"),
+                 _f("commitTimestamp", "int64"), _f("expireTimestamp", "int64", 1, 1))  # fmt: skip
+_MEMBER = (_f("memberId", "string"), _f("groupInstanceId", "string", 3, nullable=3), _f("clientId", "string"),
+           _f("clientHost", "string"), _f("rebalanceTimeout", "int32", 1), _f("sessionTimeout", "int32"),
+           _f("subscription", "bytes"), _f("assignment", "bytes"))  # fmt: skip
+_GROUP_VALUE = (_f("protocolType", "string"), _f("generation", "int32"), _f("protocol", "string", nullable=0),
+                _f("leader", "string", nullable=0), _f("currentStateTimestamp", "int64", 2),
+                _f("members", _MEMBER))  # fmt: skip
+_TOPIC_PARTITIONS = (_f("topic", "string"), _f("partitions", "[]int32"))
+_SUBSCRIPTION = (_f("topics", "[]string"), _f("userData", "bytes", nullable=0),
+                 _f("ownedPartitions", _TOPIC_PARTITIONS, 1), _f("generationId", "int32", 2),
+                 _f("rackId", "string", 3, nullable=3))  # fmt: skip
+_ASSIGNMENT = (_f("assignedPartitions", _TOPIC_PARTITIONS), _f("userData", "bytes", nullable=0))
 
 # record type -> (key fields, value fields, value versions, first flexible value version)
 _TYPES = {
@@ -224,6 +204,7 @@ _TYPES = {
     2: (_GROUP_KEY, _GROUP_VALUE, range(0, 5), 4),
 }
 _PROTOCOL_VERSIONS = range(0, 4)  # the consumer protocol's subscription and assignment (never flexible)
+_SUBSCRIPTION_WHAT, _ASSIGNMENT_WHAT = "consumer protocol subscription", "consumer protocol assignment"
 
 _I16 = struct.Struct(">h")
 _INTS = {"int16": struct.Struct(">h"), "int32": struct.Struct(">i"), "int64": struct.Struct(">q")}
@@ -363,28 +344,19 @@ def _decode_protocol(data, fields, what: str) -> dict:
 
 def decode_subscription(data) -> ConsumerProtocolSubscription:
     """A classic consumer group member's ``subscription`` bytes (:class:`MemberMetadata`)."""
-    d = _decode_protocol(data, _SUBSCRIPTION, "consumer protocol subscription")
+    d = _decode_protocol(data, _SUBSCRIPTION, _SUBSCRIPTION_WHAT)
     d["owned_partitions"] = tuple((p["topic"], p["partitions"]) for p in d.get("owned_partitions", ()))
     return ConsumerProtocolSubscription(**d)
 
 
 def decode_assignment(data) -> ConsumerProtocolAssignment:
     """A classic consumer group member's ``assignment`` bytes (:class:`MemberMetadata`)."""
-    d = _decode_protocol(data, _ASSIGNMENT, "consumer protocol assignment")
+    d = _decode_protocol(data, _ASSIGNMENT, _ASSIGNMENT_WHAT)
     d["assigned_partitions"] = tuple((p["topic"], p["partitions"]) for p in d["assigned_partitions"])
     return ConsumerProtocolAssignment(**d)
 
 
 # ------------------------------------------------------------------------------------------ writing
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _write_length(n: int, flexible: bool, wide: bool) -> bytes:
     if flexible:
         return _uvarint(n + 1)
@@ -504,17 +476,13 @@ def key_json(key) -> dict:
     return {"type": str(record_type), "data": _json_struct(_TYPES[record_type][0], key._asdict(), 0)}
 
 
-def _protocol_json(data, decode, fields) -> dict | str:
+def _protocol_json(data, fields, what: str) -> dict | str:
     """The consumer protocol's bytes as Kafka's tool shows them: decoded where they decode, else base64."""
     try:
-        d = decode(data)
+        d = _decode_protocol(data, fields, what)
     except GroupLogError:
         return _b64(data)
-    values = dict(vars(d))
-    for attr in ("owned_partitions", "assigned_partitions"):
-        if attr in values:
-            values[attr] = _pairs(values[attr])
-    return _json_struct(fields, values, d.version)
+    return _json_struct(fields, d, d["version"])
 
 
 def value_json(key, value) -> dict:
@@ -525,8 +493,8 @@ def value_json(key, value) -> dict:
     data = _json_struct(_TYPES[record_type][1], value, value.version)
     if record_type == 2 and value.protocol_type == "consumer":
         for m, member in zip(data["members"], value.members):
-            m["subscription"] = _protocol_json(member.subscription, decode_subscription, _SUBSCRIPTION)
-            m["assignment"] = _protocol_json(member.assignment, decode_assignment, _ASSIGNMENT)
+            m["subscription"] = _protocol_json(member.subscription, _SUBSCRIPTION, _SUBSCRIPTION_WHAT)
+            m["assignment"] = _protocol_json(member.assignment, _ASSIGNMENT, _ASSIGNMENT_WHAT)
     return {"version": str(value.version), "data": data}
 
 
@@ -542,7 +510,8 @@ class GroupLogRecord(NamedTuple):
 
 
 def encode_group_records(items, *, base_offset: int = 0, timestamp: int | None = None, producer_id: int = -1,
-                         producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False) -> bytes:  # fmt: skip
+                         producer_epoch: int = -1, base_sequence: int = -1,
+                         transactional: bool = False) -> bytes:  # fmt: skip
     """One v2 batch of ``(key, value_or_None)`` records, uncompressed; ``transactional`` with a producer id
     for the offsets of a ``TxnOffsetCommit``."""
     from .batch import BatchBuilder

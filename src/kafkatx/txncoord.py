@@ -85,6 +85,13 @@ from .errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from .grouplog import (
+    CONSUMER_OFFSETS_TOPIC,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_group_records,
+    group_partition_for,
+)
 from .log.writer import LEADER_EPOCH_CHECKPOINT, PartitionWriter, _read_leader_epochs
 from .txnlog import (
     ClientTransactionState,
@@ -603,8 +610,6 @@ class TransactionCoordinator:
                            transaction_version: int | None = None) -> int:  # fmt: skip
         """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition (:attr:`offsets_partitions` of them)
         joins the transaction, as :meth:`add_partitions` adds one; returns its number."""
-        from .grouplog import CONSUMER_OFFSETS_TOPIC, group_partition_for
-
         n = group_partition_for(group_id, self.offsets_partitions)
         self.add_partitions(transactional_id, producer_id, producer_epoch, [(CONSUMER_OFFSETS_TOPIC, n)],
                             transaction_version=transaction_version)  # fmt: skip
@@ -618,9 +623,6 @@ class TransactionCoordinator:
         by the coordinator (base sequence 0; the partition does not check the sequence of a coordinator's
         batch), pending until the transaction's marker.  The partition must have joined the transaction
         (:meth:`add_offsets_to_txn`).  Not modelled: the group's generation and member checks (KIP-447)."""
-        from .grouplog import CONSUMER_OFFSETS_TOPIC, OffsetCommitKey, OffsetCommitValue, encode_group_records
-        from .grouplog import group_partition_for
-
         self._check_open()
         meta = self._current(transactional_id, producer_id, producer_epoch)
         n = group_partition_for(group_id, self.offsets_partitions)
@@ -1066,8 +1068,6 @@ class TransactionalProducer(IdempotentProducer):
         except (ProducerFencedError, InvalidProducerIdMappingError):
             self._fatal()
             raise
-        from .grouplog import CONSUMER_OFFSETS_TOPIC
-
         self._partitions.add((CONSUMER_OFFSETS_TOPIC, n))
 
     def _end(self, commit):

@@ -251,6 +251,10 @@ class Manifest:
         offsets = d.get("consumer_offsets") or {}
         if offsets:
             _check_fields(offsets, _OFFSETS_FIELDS, "consumer_offsets: ")
+            m = _PARTITION_NAME_RE.fullmatch(offsets["partition"])  # joined to the directory verify reads, as above
+            if m is None or m.group(1) != "__consumer_offsets":
+                raise ManifestError(f"consumer_offsets: partition {offsets['partition']!r:.80} is not a "
+                                    "__consumer_offsets-<partition> directory name")  # fmt: skip
             bad = [k for k, v in offsets["offsets"].items() if type(v) is not int]
             if bad:
                 raise ManifestError(f"consumer_offsets: offset of {bad[0]!r:.80} is not an int")
